@@ -1,0 +1,413 @@
+"""The Syndicated Actor Model, sans-IO: actors, facets, turns, entities and refs.
+
+An :class:`Actor` owns a tree of :class:`Facet` s; entities live in facets and are reached
+through :class:`Ref` s. All work happens in *turns*: a :class:`Turn` runs some code on behalf of
+one actor and collects its effects (publish, retract, message, sync, spawn, stop). Only when the
+code returns are the effects committed, as one batch per target actor, to the
+:class:`Scheduler`'s FIFO queue. If the code raises, none of its effects happen, the actor stops
+and every assertion it held is retracted; other actors go on.
+
+Delivery keeps the order of events from one turn to one actor, except that retractions are
+applied after the assertions and messages of the same batch ("adds before removes": a
+replacement made in one turn is never seen as a glitch).
+
+Nothing here touches sockets, threads or clocks. :meth:`Scheduler.run_until_idle` drives
+everything deterministically (tests, the simulator); :mod:`feds.driver` runs it under trio.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from feds.values import Embedded, Value
+
+log = logging.getLogger("feds.actor")
+
+Handle = int
+TurnAction = Callable[["Turn"], None]
+
+_PUBLISH, _MESSAGE, _SYNC, _RETRACT = 0, 1, 2, 3
+
+
+class Entity:
+    """Something that reacts to assertions, retractions, messages and sync requests.
+
+    Subclasses override the ``on_*`` methods. Each runs inside a turn and may act through it.
+    """
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        """``value`` is now asserted at this entity under ``handle``."""
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        """The assertion made under ``handle`` is withdrawn."""
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        """A message arrived."""
+
+    def on_sync(self, turn: Turn, peer: Ref) -> None:
+        """Answer ``peer`` once every earlier event sent here has been processed."""
+        turn.message(peer, True)
+
+
+class Ref(Embedded):
+    """A reference to an entity living in a facet of an actor. Compared by identity."""
+
+    __slots__ = ("actor", "facet", "entity")
+
+    def __init__(self, facet: Facet, entity: Entity) -> None:
+        self.actor = facet.actor
+        self.facet = facet
+        self.entity = entity
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            other.__class__ is Ref
+            and other.entity is self.entity  # type: ignore[attr-defined]
+            and other.facet is self.facet  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self.entity), id(self.facet)))
+
+    def __repr__(self) -> str:
+        return f"<ref {type(self.entity).__name__}@{self.actor.name}>"
+
+
+class Facet:
+    """A node in an actor's facet tree: owns assertions, child facets and stop actions."""
+
+    __slots__ = ("actor", "parent", "children", "outbound", "stop_actions", "alive", "__weakref__")
+
+    def __init__(self, actor: Actor, parent: Facet | None) -> None:
+        self.actor = actor
+        self.parent = parent
+        self.children: set[Facet] = set()
+        self.outbound: set[Handle] = set()
+        self.stop_actions: list[TurnAction] = []
+        self.alive = True
+        if parent is not None:
+            parent.children.add(self)
+
+    def __repr__(self) -> str:
+        return f"<facet of {self.actor.name}{'' if self.alive else ' (stopped)'}>"
+
+
+class Actor:
+    """A unit of isolation: its turns run one at a time and fail as a whole."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, scheduler: Scheduler, name: str | None = None) -> None:
+        self.id = next(Actor._ids)
+        self.name = name or f"actor-{self.id}"
+        self.scheduler = scheduler
+        self.root = Facet(self, None)
+        self.alive = True
+        self.exit_reason: BaseException | None = None
+        self.outbound: dict[Handle, tuple[Facet, Ref]] = {}
+        self.exit_hooks: list[Callable[[Actor], None]] = []
+
+    def __repr__(self) -> str:
+        return f"<actor {self.name}>"
+
+
+class Turn:
+    """The context for one atomic step of one actor. Effects are committed when it ends."""
+
+    __slots__ = ("actor", "facet", "scheduler", "_pending", "_new", "_gone", "_stops", "_spawns")
+
+    def __init__(self, facet: Facet) -> None:
+        self.actor = facet.actor
+        self.facet = facet
+        self.scheduler = facet.actor.scheduler
+        self._pending: dict[Actor, list[tuple]] = {}
+        self._new: dict[Handle, tuple[Facet, Ref]] = {}
+        self._gone: list[Handle] = []
+        self._stops: list[tuple[Facet, TurnAction | None]] = []
+        self._spawns: list[Actor] = []
+
+    # -- effects ----------------------------------------------------------------------------
+
+    def _send(self, ref: Ref, event: tuple) -> None:
+        batch = self._pending.get(ref.actor)
+        if batch is None:
+            self._pending[ref.actor] = [event]
+        else:
+            batch.append(event)
+
+    def publish(self, ref: Ref, value: Value) -> Handle:
+        """Assert ``value`` at ``ref``; the returned handle retracts it."""
+        handle = self.scheduler.next_handle()
+        self._new[handle] = (self.facet, ref)
+        self._send(ref, (_PUBLISH, ref, value, handle))
+        return handle
+
+    def retract(self, handle: Handle) -> None:
+        """Withdraw an assertion this actor made. Unknown or already retracted handles are ignored."""
+        entry = self._new.pop(handle, None)
+        if entry is not None:
+            ref = entry[1]
+        else:
+            entry = self.actor.outbound.get(handle)
+            if entry is None or handle in self._gone:
+                return
+            ref = entry[1]
+            self._gone.append(handle)
+        self._send(ref, (_RETRACT, ref, None, handle))
+
+    def replace(self, ref: Ref, handle: Handle | None, value: Value | None) -> Handle | None:
+        """Assert ``value`` (unless None) and retract ``handle`` (unless None), glitch-free."""
+        new = None if value is None else self.publish(ref, value)
+        if handle is not None:
+            self.retract(handle)
+        return new
+
+    def message(self, ref: Ref, value: Value) -> None:
+        """Send ``value`` to ``ref`` as a message (delivered once, never retained)."""
+        self._send(ref, (_MESSAGE, ref, value, None))
+
+    def sync(self, ref: Ref, callback: TurnAction) -> None:
+        """Run ``callback`` in a later turn, after ``ref`` has processed every earlier event."""
+        peer = self.ref(_SyncReply(callback))
+        self._send(ref, (_SYNC, ref, peer, None))
+
+    def ref(self, entity: Entity) -> Ref:
+        """A reference to ``entity``, living in the current facet."""
+        return Ref(self.facet, entity)
+
+    def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
+        """Create a new actor whose first turn runs ``boot`` (after this turn commits)."""
+        actor = Actor(self.scheduler, name)
+        self._spawns.append(actor)
+        self.scheduler.enqueue(actor, actor.root, boot)
+        return actor
+
+    def new_facet(self, boot: TurnAction) -> Facet:
+        """Create a child facet of the current one and run ``boot`` in it, within this turn."""
+        child = Facet(self.actor, self.facet)
+        self.in_facet(child, boot)
+        return child
+
+    def in_facet(self, facet: Facet, action: TurnAction) -> None:
+        """Run ``action`` with ``facet`` as the current facet, within this turn."""
+        saved = self.facet
+        self.facet = facet
+        try:
+            action(self)
+        finally:
+            self.facet = saved
+
+    def on_stop(self, action: TurnAction) -> None:
+        """Run ``action`` (in a turn) when the current facet stops."""
+        self.facet.stop_actions.append(action)
+
+    def stop(self, facet: Facet | None = None, then: TurnAction | None = None) -> None:
+        """Stop ``facet`` (default: the current one) when this turn ends; ``then`` runs in its parent."""
+        self._stops.append((facet or self.facet, then))
+
+    def stop_actor(self) -> None:
+        """Stop this whole actor normally when this turn ends."""
+        self.stop(self.actor.root)
+
+    def later(self, action: TurnAction, facet: Facet | None = None) -> None:
+        """Run ``action`` in a separate, later turn of this actor."""
+        self.scheduler.enqueue(self.actor, facet or self.facet, action)
+
+    # -- commit -----------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        """Process requested stops (they may add effects), then commit everything."""
+        while self._stops:
+            facet, then = self._stops.pop(0)
+            if facet.alive:
+                parent = facet.parent
+                self._teardown(facet)
+                if then is not None and parent is not None and parent.alive:
+                    self.in_facet(parent, then)
+                if parent is None:
+                    self.actor.alive = False
+        outbound = self.actor.outbound
+        for handle in self._gone:
+            entry = outbound.pop(handle, None)
+            if entry is not None:
+                entry[0].outbound.discard(handle)
+        for handle, entry in self._new.items():
+            outbound[handle] = entry
+            entry[0].outbound.add(handle)
+        scheduler = self.scheduler
+        for target, batch in self._pending.items():
+            scheduler.deliver(target, batch)
+        if not self.actor.alive:
+            scheduler.actor_exited(self.actor)
+
+    def _teardown(self, facet: Facet) -> None:
+        for child in list(facet.children):
+            if child.alive:
+                self._teardown(child)
+        facet.alive = False
+        for action in facet.stop_actions:
+            self.in_facet(facet, action)
+        facet.stop_actions.clear()
+        for handle in list(facet.outbound):
+            self.retract(handle)
+        for handle, (owner, _ref) in list(self._new.items()):
+            if owner is facet:
+                self.retract(handle)
+        if facet.parent is not None:
+            facet.parent.children.discard(facet)
+
+
+class _SyncReply(Entity):
+    """The one-shot peer of :meth:`Turn.sync`: runs the callback when the answer arrives."""
+
+    __slots__ = ("callback", "done")
+
+    def __init__(self, callback: TurnAction) -> None:
+        self.callback = callback
+        self.done = False
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        if not self.done:
+            self.done = True
+            self.callback(turn)
+
+
+class Scheduler:
+    """A deterministic FIFO queue of turns for many actors.
+
+    ``on_work`` (if set) is called whenever work is queued while the queue was empty, so a driver
+    can wake up. :meth:`run_until_idle` runs queued turns until none are left.
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[Actor, Facet | None, Any]] = deque()
+        self._handles = itertools.count(1)
+        self.on_work: Callable[[], None] | None = None
+        self.turns_run = 0
+        self.crashes: list[tuple[Actor, BaseException]] = []
+
+    def next_handle(self) -> Handle:
+        return next(self._handles)
+
+    def _push(self, item: tuple[Actor, Facet | None, Any]) -> None:
+        was_idle = not self._queue
+        self._queue.append(item)
+        if was_idle and self.on_work is not None:
+            self.on_work()
+
+    def enqueue(self, actor: Actor, facet: Facet, action: TurnAction) -> None:
+        """Queue ``action`` to run as a turn of ``actor`` in ``facet``."""
+        self._push((actor, facet, action))
+
+    def deliver(self, actor: Actor, batch: list[tuple]) -> None:
+        """Queue one turn's worth of events for ``actor`` (called at commit)."""
+        self._push((actor, None, batch))
+
+    def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
+        """Create a top-level actor (from outside any turn) and queue its first turn."""
+        actor = Actor(self, name)
+        self.enqueue(actor, actor.root, boot)
+        return actor
+
+    def idle(self) -> bool:
+        return not self._queue
+
+    def run_until_idle(self, max_turns: int | None = None) -> int:
+        """Run queued turns until the queue is empty (or ``max_turns`` ran); return how many ran."""
+        ran = 0
+        queue = self._queue
+        while queue and (max_turns is None or ran < max_turns):
+            actor, facet, work = queue.popleft()
+            if not actor.alive:
+                continue
+            ran += 1
+            if facet is None:
+                self._run_batch(actor, work)
+            elif facet.alive:
+                self._run_action(actor, facet, work)
+        self.turns_run += ran
+        return ran
+
+    def _run_action(self, actor: Actor, facet: Facet, action: TurnAction) -> None:
+        turn = Turn(facet)
+        try:
+            action(turn)
+            turn._finish()
+        except Exception as exc:
+            self._crash(actor, exc)
+
+    def _run_batch(self, actor: Actor, batch: list[tuple]) -> None:
+        turn = Turn(actor.root)
+        retracts = None
+        try:
+            for event in batch:
+                kind, ref, payload, handle = event
+                if kind == _RETRACT:
+                    if retracts is None:
+                        retracts = [event]
+                    else:
+                        retracts.append(event)
+                    continue
+                facet = ref.facet
+                if not facet.alive:
+                    continue
+                turn.facet = facet
+                if kind == _PUBLISH:
+                    ref.entity.on_publish(turn, payload, handle)
+                elif kind == _MESSAGE:
+                    ref.entity.on_message(turn, payload)
+                else:
+                    ref.entity.on_sync(turn, payload)
+            if retracts is not None:
+                for _kind, ref, _payload, handle in retracts:
+                    if ref.facet.alive:
+                        turn.facet = ref.facet
+                        ref.entity.on_retract(turn, handle)
+            turn.facet = actor.root
+            turn._finish()
+        except Exception as exc:
+            self._crash(actor, exc)
+
+    def _crash(self, actor: Actor, exc: BaseException) -> None:
+        """A turn raised: discard its effects, stop the actor, retract all it held."""
+        log.error("actor %s crashed: %r", actor.name, exc, exc_info=exc)
+        actor.exit_reason = exc
+        self.crashes.append((actor, exc))
+        cleanup = Turn(actor.root)
+        stack = [actor.root]
+        while stack:
+            facet = stack.pop()
+            facet.alive = False
+            for action in facet.stop_actions:
+                try:
+                    cleanup.in_facet(facet, action)
+                except Exception:
+                    log.exception("stop action of crashed actor %s failed", actor.name)
+            facet.stop_actions.clear()
+            stack.extend(facet.children)
+        # Of what the stop actions did, only messages leave a crashed actor; then every
+        # assertion it held is retracted.
+        batches = {
+            target: [e for e in batch if e[0] == _MESSAGE]
+            for target, batch in cleanup._pending.items()
+        }
+        for handle, (_facet, ref) in actor.outbound.items():
+            batches.setdefault(ref.actor, []).append((_RETRACT, ref, None, handle))
+        actor.outbound.clear()
+        actor.alive = False
+        for target, batch in batches.items():
+            if batch:
+                self.deliver(target, batch)
+        self.actor_exited(actor)
+
+    def actor_exited(self, actor: Actor) -> None:
+        for hook in actor.exit_hooks:
+            try:
+                hook(actor)
+            except Exception:
+                log.exception("exit hook of %s failed", actor.name)
+        actor.exit_hooks.clear()

@@ -1,0 +1,104 @@
+"""The Dataspace entity: a bag of assertions with observers, built on the skeleton index.
+
+Asserting ``<Observe pattern observer>`` into a dataspace publishes each distinct captures
+vector (a tuple) of the assertions matching ``pattern`` to ``observer``, and retracts it when the
+last matching assertion goes. Retracting the Observe retracts everything it published. Messages
+matching an Observe reach its observer as a message carrying the captures vector.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from feds.actor import Entity, Handle, Ref, Turn
+from feds.index import Index
+from feds.patterns import PatternError, compile_pattern
+from feds.values import Record, Symbol, Value
+
+log = logging.getLogger("feds.dataspace")
+
+OBSERVE = Symbol("Observe")
+
+
+def observe(pattern: Value, observer: Ref) -> Record:
+    """The assertion ``<Observe pattern observer>``."""
+    return Record(OBSERVE, (pattern, observer))
+
+
+def as_observe(value: Value) -> tuple[Value, Ref] | None:
+    """``(pattern, observer)`` if ``value`` is an Observe assertion with a local observer."""
+    if value.__class__ is Record and value.label == OBSERVE and len(value.fields) == 2:
+        pattern, observer = value.fields
+        if observer.__class__ is Ref:
+            return pattern, observer
+    return None
+
+
+class _Observer:
+    """Index callback for one Observe: turns index events into actions at the observer."""
+
+    __slots__ = ("dataspace", "ref", "published")
+
+    def __init__(self, dataspace: Dataspace, ref: Ref) -> None:
+        self.dataspace = dataspace
+        self.ref = ref
+        self.published: dict[tuple, Handle] = {}
+
+    def __call__(self, event: str, captures: tuple) -> None:
+        turn = self.dataspace.turn
+        if event == "+":
+            self.published[captures] = turn.publish(self.ref, captures)
+        elif event == "-":
+            turn.retract(self.published.pop(captures))
+        else:
+            turn.message(self.ref, captures)
+
+    def withdraw(self, turn: Turn) -> None:
+        for handle in self.published.values():
+            turn.retract(handle)
+        self.published.clear()
+
+
+class Dataspace(Entity):
+    """A plain dataspace: assertions in, matches out to observers."""
+
+    def __init__(self) -> None:
+        self.index = Index()
+        self.assertions: dict[Handle, Value] = {}
+        self.observers: dict[Handle, tuple[object, _Observer]] = {}
+        self.turn: Turn | None = None
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.turn = turn
+        self.assertions[handle] = value
+        self.index.add_assertion(value)
+        obs = as_observe(value)
+        if obs is not None:
+            pattern, ref = obs
+            try:
+                skeleton = compile_pattern(pattern)
+            except PatternError as exc:
+                log.warning("Observe with an invalid pattern kept as a plain assertion: %s", exc)
+                return
+            observer = _Observer(self, ref)
+            self.observers[handle] = (skeleton, observer)
+            self.index.add_handler(skeleton, observer)
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        value = self.assertions.pop(handle, None)
+        if value is None:
+            return
+        self.turn = turn
+        entry = self.observers.pop(handle, None)
+        if entry is not None:
+            skeleton, observer = entry
+            self.index.remove_handler(skeleton, observer)
+            observer.withdraw(turn)
+        self.index.remove_assertion(value)
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.turn = turn
+        self.index.send_message(value)
+
+    def __len__(self) -> int:
+        return len(self.assertions)

@@ -1,0 +1,213 @@
+"""The feds data model: immutable, hashable values that assertions and messages are made of.
+
+A value is one of
+
+* ``None``, ``bool``, ``int`` (arbitrary size), ``float``, ``str``, ``bytes``;
+* :class:`Symbol` — a bare name such as ``present``;
+* :class:`Record` — a label (usually a Symbol) and a tuple of fields, written ``<present "Alice">``;
+* ``tuple`` — a sequence, written ``[1 2]``;
+* ``frozenset`` — a set, written ``#{x y}``;
+* :class:`FrozenDict` — an immutable mapping, written ``{a: 1}``;
+* :class:`Embedded` — a reference to an entity (a :class:`feds.actor.Ref`, or a wire reference
+  inside the relay).
+
+Equality is Python's: ``1``, ``1.0`` and ``True`` are the *same* assertion, and so are ``0.0`` and
+``-0.0`` (the codec still keeps the sign bit of a float it carries). Every NaN that enters through
+:func:`from_python`, the parser or the codec is replaced by the single object :data:`NAN`, so NaN
+equals itself inside containers and a NaN assertion can be retracted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeAlias
+
+NAN: float = float("nan")
+"""The one NaN object feds uses, so that NaN finds itself in dicts and sets."""
+
+
+class Embedded:
+    """Base class of values that stand for an entity rather than data.
+
+    Subclasses define equality and hashing by identity of what they refer to.
+    """
+
+    __slots__ = ()
+
+
+class Symbol:
+    """A symbol: a name that is distinct from the string with the same characters."""
+
+    __slots__ = ("name", "_hash")
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"Symbol name must be a str, not {type(name).__name__}")
+        self.name = name
+        self._hash = hash(("Symbol", name))
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is Symbol and other.name == self.name  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Symbol({self.name!r})"
+
+
+class Record:
+    """A labelled tuple of fields: ``<label field ...>``."""
+
+    __slots__ = ("label", "fields", "_hash")
+
+    def __init__(self, label: Value, fields: tuple[Value, ...] = ()) -> None:
+        self.label = label
+        self.fields = fields if fields.__class__ is tuple else tuple(fields)
+        self._hash = hash((self.label, self.fields))
+
+    def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
+        return (
+            other.__class__ is Record
+            and self._hash == other._hash  # type: ignore[attr-defined]
+            and self.label == other.label  # type: ignore[attr-defined]
+            and self.fields == other.fields  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def __getitem__(self, index: int) -> Value:
+        return self.fields[index]
+
+    def __repr__(self) -> str:
+        return f"Record({self.label!r}, {self.fields!r})"
+
+
+class FrozenDict(Mapping):
+    """An immutable, hashable mapping from values to values."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, items: Mapping[Value, Value] | None = None, /, **kwargs: Value) -> None:
+        data = dict(items or {})
+        data.update(kwargs)
+        self._items = data
+        self._hash = hash(frozenset(data.items()))
+
+    def __getitem__(self, key: Value) -> Value:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[Value]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is FrozenDict:
+            return self._hash == other._hash and self._items == other._items  # type: ignore[attr-defined]
+        return False
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({self._items!r})"
+
+
+Value: TypeAlias = Any
+"""Any of the kinds listed in the module docstring (checked by :func:`check_value`)."""
+
+ATOM_TYPES = (bool, int, float, str, bytes, Symbol)
+
+
+def symbol(name: str) -> Symbol:
+    """Shorthand for :class:`Symbol`."""
+    return Symbol(name)
+
+
+def record(label: str | Value, *fields: Value) -> Record:
+    """Build a record; a ``str`` label becomes a :class:`Symbol`: ``record("present", "Alice")``."""
+    return Record(Symbol(label) if isinstance(label, str) else label, fields)
+
+
+def check_value(v: object) -> None:
+    """Raise ``TypeError`` naming the offending part if ``v`` is not a feds value."""
+    if v is None or isinstance(v, ATOM_TYPES) or isinstance(v, Embedded):
+        return
+    if isinstance(v, Record):
+        check_value(v.label)
+        for f in v.fields:
+            check_value(f)
+    elif isinstance(v, tuple | frozenset):
+        for item in v:
+            check_value(item)
+    elif isinstance(v, FrozenDict):
+        for key, item in v.items():
+            check_value(key)
+            check_value(item)
+    else:
+        raise TypeError(f"not a feds value: {v!r} (a {type(v).__name__})")
+
+
+def from_python(obj: object) -> Value:
+    """Convert ordinary Python data to a feds value.
+
+    Lists become tuples, dicts become :class:`FrozenDict`, sets become frozensets, NaN becomes
+    :data:`NAN`. Values that are already feds values pass through unchanged.
+    """
+    if obj is None or isinstance(obj, bool | int | str | bytes | Symbol | Embedded):
+        return obj
+    if isinstance(obj, float):
+        return NAN if math.isnan(obj) else obj
+    if isinstance(obj, Record):
+        return Record(from_python(obj.label), tuple(from_python(f) for f in obj.fields))
+    if isinstance(obj, list | tuple):
+        return tuple(from_python(x) for x in obj)
+    if isinstance(obj, set | frozenset):
+        return frozenset(from_python(x) for x in obj)
+    if isinstance(obj, Mapping):
+        return FrozenDict({from_python(k): from_python(x) for k, x in obj.items()})
+    if isinstance(obj, bytearray | memoryview):
+        return bytes(obj)
+    raise TypeError(f"cannot convert {type(obj).__name__} to a feds value: {obj!r}")
+
+
+_RANK = {type(None): 0, bool: 1, int: 2, float: 2, bytes: 3, str: 4, Symbol: 5}
+
+
+def sort_key(v: Value) -> tuple:
+    """A total order over values, used wherever feds needs a deterministic order.
+
+    Sets and dicts print in this order, and a dict pattern visits its keys in this order (so two
+    equal patterns always capture in the same order). Numbers compare numerically, NaN last.
+    """
+    cls = v.__class__
+    rank = _RANK.get(cls)
+    if rank is not None:
+        if rank == 2:
+            return (2, 1, 0.0) if v != v else (2, 0, v)
+        if rank == 5:
+            return (5, v.name)
+        return (rank, v)
+    if cls is Record:
+        return (6, sort_key(v.label), tuple(sort_key(f) for f in v.fields))
+    if cls is tuple:
+        return (7, tuple(sort_key(x) for x in v))
+    if cls is frozenset:
+        return (8, tuple(sorted(sort_key(x) for x in v)))
+    if cls is FrozenDict:
+        return (9, tuple(sorted((sort_key(k), sort_key(x)) for k, x in v.items())))
+    if isinstance(v, Embedded):
+        return (10, id(v))
+    raise TypeError(f"not a feds value: {v!r}")
