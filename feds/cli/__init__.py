@@ -6,9 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from feds.cli import demo_cmd
+from feds.cli import demo_cmd, topology_cmd
 
-COMMANDS = [demo_cmd]
+COMMANDS = [demo_cmd, topology_cmd]
 """Modules with ``register(subparsers)``; each parser sets ``func(args) -> int`` (the exit code)."""
 
 
