@@ -39,7 +39,7 @@ class Embedded:
 class Symbol:
     """A symbol: a name that is distinct from the string with the same characters."""
 
-    __slots__ = ("name", "_hash")
+    __slots__ = ("_hash", "name")
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str):
@@ -60,7 +60,7 @@ class Symbol:
 class Record:
     """A labelled tuple of fields: ``<label field ...>``."""
 
-    __slots__ = ("label", "fields", "_hash")
+    __slots__ = ("_hash", "fields", "label")
 
     def __init__(self, label: Value, fields: tuple[Value, ...] = ()) -> None:
         self.label = label
@@ -93,7 +93,7 @@ class Record:
 class FrozenDict(Mapping):
     """An immutable, hashable mapping from values to values."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, items: Mapping[Value, Value] | None = None, /, **kwargs: Value) -> None:
         data = dict(items or {})
@@ -143,7 +143,7 @@ def record(label: str | Value, *fields: Value) -> Record:
 
 def check_value(v: object) -> None:
     """Raise ``TypeError`` naming the offending part if ``v`` is not a feds value."""
-    if v is None or isinstance(v, ATOM_TYPES) or isinstance(v, Embedded):
+    if v is None or isinstance(v, (*ATOM_TYPES, Embedded)):
         return
     if isinstance(v, Record):
         check_value(v.label)

@@ -1,0 +1,472 @@
+"""Tests of feds.codec: msgpack round trips, robustness against bad input, limits, frames."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from feds.codec import (
+    BIGINT,
+    EMBEDDED,
+    GENERIC_RECORD,
+    NEED_DATA,
+    RECORD,
+    SET,
+    SYMBOL,
+    CodecError,
+    Decoder,
+    Encoder,
+    FrameDecoder,
+    Limits,
+    decode,
+    encode,
+    encode_frame,
+)
+from feds.syntax import parse
+from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, check_value, record
+from tests.strategies import identical, values
+
+
+class Ref(Embedded):
+    """A test reference to entity number ``n``."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ref) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return hash(("Ref", self.n))
+
+    def __repr__(self) -> str:
+        return f"Ref({self.n})"
+
+
+class RefHooks:
+    """Embedded hooks that put a reference on the wire as ``<ref n>``."""
+
+    def encode_embedded(self, obj: Embedded) -> Value:
+        assert isinstance(obj, Ref)
+        return record("ref", obj.n)
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        if not (isinstance(v, Record) and v.label == Symbol("ref") and len(v) == 1):
+            raise CodecError(f"bad reference {v!r}")
+        return Ref(v[0])
+
+
+def ext(code: int, payload: bytes = b"") -> bytes:
+    return msgpack.packb(msgpack.ExtType(code, payload))
+
+
+def array(*parts: bytes) -> bytes:
+    """A msgpack array (of at most 15 items) of already encoded items."""
+    return bytes([0x90 + len(parts)]) + b"".join(parts)
+
+
+def decode_or_error(data: bytes, **kwargs) -> Value | CodecError:
+    """Decode, allowing only CodecError; a returned value must be a well-formed feds value."""
+    try:
+        v = decode(data, **kwargs)
+    except CodecError as e:
+        return e
+    check_value(v)
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+
+
+@given(values())
+def test_round_trip(v):
+    assert identical(decode(encode(v)), v)
+
+
+@given(values())
+def test_round_trip_through_a_frame(v):
+    frames = FrameDecoder()
+    frames.feed(encode_frame(v))
+    (got,) = list(frames.frames())
+    assert identical(got, v)
+
+
+def test_negative_zero_keeps_its_sign():
+    assert math.copysign(1.0, decode(encode(-0.0))) == -1.0
+    assert math.copysign(1.0, decode(encode((-0.0,)))[0]) == -1.0
+
+
+@pytest.mark.parametrize(
+    "nan_bytes",
+    [
+        b"\xcb" + struct.pack(">d", float("nan")),
+        b"\xcb\x7f\xf0\x00\x00\x00\x00\x00\x01",  # a signalling NaN
+        b"\xcb\xff\xf8\x00\x00\x00\x00\x00\x00",  # negative NaN
+        b"\xca\x7f\xc0\x00\x00",  # float32 NaN
+    ],
+)
+def test_nan_decodes_to_the_canonical_object(nan_bytes):
+    assert decode(nan_bytes) is NAN
+    assert decode(b"\x91" + nan_bytes)[0] is NAN
+    assert decode(array(ext(SET), nan_bytes)) == frozenset([NAN])
+    assert decode(b"\x81" + nan_bytes + b"\x01") == FrozenDict({NAN: 1})
+    assert decode(array(ext(RECORD, b"a"), nan_bytes)) == record("a", NAN)
+    assert decode(array(ext(GENERIC_RECORD), b"\xa1a", nan_bytes)) == Record("a", (NAN,))
+
+
+def test_floats_are_always_float64():
+    assert encode(1.5) == b"\xcb" + struct.pack(">d", 1.5)
+
+
+def test_wire_forms():
+    assert encode(Symbol("ab")) == ext(SYMBOL, b"ab")
+    assert encode(record("a", 1)) == array(ext(RECORD, b"a"), b"\x01")
+    assert encode(Record(1, (2,))) == array(ext(GENERIC_RECORD), b"\x01", b"\x02")
+    assert encode(frozenset([1])) == array(ext(SET), b"\x01")
+    assert encode(2**64) == ext(BIGINT, b"\x01" + bytes(8))
+    assert encode(-(2**63) - 1) == ext(BIGINT, b"\xff\x7f" + b"\xff" * 7)
+    assert encode(2**64 - 1) == b"\xcf" + b"\xff" * 8
+    assert encode((1, "a", b"b", None, True)) == b"\x95\x01\xa1a\xc4\x01b\xc0\xc3"
+    assert encode(FrozenDict({(1,): 2})) == b"\x81\x91\x01\x02"
+
+
+def test_dict_keys_can_be_any_value():
+    v = FrozenDict({record("k", 1): 1, (1, 2): 2, frozenset([3]): 3, 4.5: 4, None: 5})
+    assert decode(encode(v)) == v
+
+
+def test_embedded_with_hooks():
+    hooks = RefHooks()
+    v = record("observe", "pattern", Ref(7), (Ref(8),))
+    data = encode(v, embedded=hooks)
+    assert decode(data, embedded=hooks) == v
+    assert Encoder(hooks).encode(v) == data
+    assert Decoder(hooks).decode(data) == v
+
+
+def test_embedded_without_hooks():
+    with pytest.raises(CodecError, match="without embedded hooks"):
+        encode(record("x", Ref(1)))
+    data = encode(Ref(1), embedded=RefHooks())
+    with pytest.raises(CodecError, match="no embedded hooks"):
+        decode(data)
+
+
+def test_embedded_hook_failures_become_codec_errors():
+    class Failing(RefHooks):
+        def decode_embedded(self, v: Value) -> Embedded:
+            raise KeyError(v)
+
+    data = encode(Ref(1), embedded=RefHooks())
+    with pytest.raises(CodecError, match="cannot decode embedded reference"):
+        decode(data, embedded=Failing())
+    with pytest.raises(CodecError, match="bad reference"):
+        decode(array(ext(EMBEDDED), b"\x01"), embedded=RefHooks())
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([1], None),  # lists are accepted (as sequences)
+        (object(), "not a feds value"),
+        ({1, 2}, "not a feds value"),
+        ("\ud800", "surrogate"),
+    ],
+)
+def test_encode_accepts_and_rejects(value, message):
+    if message is None:
+        assert decode(encode(value)) == (tuple(value) if isinstance(value, list) else value)
+    else:
+        with pytest.raises(CodecError, match=message):
+            encode(value)
+
+
+def test_huge_integers():
+    n = 3 ** (2**20)
+    assert decode(encode(n)) == n
+    assert decode(encode(-n)) == -n
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "truncated data"),
+        (b"\x92\x01", "truncated data"),
+        (b"\xa5ab", "truncated data"),
+        (b"\x01\x02", "unexpected bytes after the end of a value"),
+        (b"\xc1", "reserved type byte"),
+        (b"\xa2\xff\xfe", "invalid UTF-8 in a string"),
+        (ext(SYMBOL, b"\xff"), "invalid UTF-8 in a symbol"),
+        (array(ext(RECORD, b"\xff")), "invalid UTF-8 in a symbol"),
+        (ext(7, b"\x00"), "unknown ext type code 7"),
+        (array(ext(GENERIC_RECORD)), "a record with no label"),
+        (array(ext(SET, b"x")), "the head ext type 3 must have an empty payload"),
+        (array(ext(EMBEDDED, b"x"), b"\x01"), "the head ext type 5 must have an empty payload"),
+        (ext(RECORD, b"a"), "not first in an array"),
+        (array(b"\x01", ext(RECORD, b"a")), "not first in an array"),
+        (array(ext(GENERIC_RECORD), ext(SET)), "not first in an array"),
+        (b"\x81" + ext(SET) + b"\x01", "not first in an array"),
+        (array(ext(SET), b"\x01", b"\x01"), "duplicate element in a set"),
+        (array(ext(SET), b"\x01", b"\xcb" + struct.pack(">d", 1.0)), "duplicate element in a set"),
+        (array(ext(EMBEDDED), b"\x01", b"\x02"), "must be \\[head, value\\]"),
+        (array(ext(EMBEDDED), b"\x01"), "no embedded hooks"),
+        (ext(BIGINT, b""), "an empty big integer"),
+        (b"\x82\x01\x01\x01\x02", "duplicate key in a dict"),
+        (b"\xd6\xff\x00\x00\x00\x00", "unsupported data in message: Timestamp"),
+        (b"\x91\xd7\xff" + bytes(8), "unsupported data in message: Timestamp"),
+        (b"\xc7\x03\xff\x00\x00\x00", "invalid data"),
+        (b"\xdd\xff\xff\xff\xff", "collection too long"),
+        (b"\x91" * 2000 + b"\x00", "nested too deeply"),
+    ],
+)
+def test_bad_input(data, message):
+    with pytest.raises(CodecError, match=message):
+        decode(data)
+
+
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_give_a_value_or_codec_error(data):
+    decode_or_error(data)
+    decode_or_error(data, embedded=RefHooks())
+
+
+@st.composite
+def mutated_encodings(draw: st.DrawFn) -> bytes:
+    data = bytearray(encode(draw(values())))
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "byte"]))
+        i = draw(st.integers(0, max(len(data) - 1, 0)))
+        if op == "flip" and data:
+            data[i] ^= 1 << draw(st.integers(0, 7))
+        elif op == "byte" and data:
+            data[i] = draw(st.integers(0, 255))
+        elif op == "insert":
+            data.insert(i, draw(st.integers(0, 255)))
+        elif op == "delete" and data:
+            del data[i]
+        elif op == "truncate":
+            del data[i:]
+    return bytes(data)
+
+
+@given(mutated_encodings())
+def test_mutated_encodings_give_a_value_or_codec_error(data):
+    decode_or_error(data)
+
+
+@given(st.lists(mutated_encodings(), max_size=4), st.data())
+def test_frame_decoder_on_mutated_frames(bodies, data):
+    stream = b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+    if stream:
+        cut = data.draw(st.integers(0, len(stream)))
+        stream = stream[:cut]
+    frames = FrameDecoder()
+    frames.feed(stream)
+    while True:
+        try:
+            if frames.next_value() is NEED_DATA:
+                break
+        except CodecError:
+            continue
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits
+
+
+def nested_tuples(depth: int) -> Value:
+    v: Value = 0
+    for _ in range(depth):
+        v = (v,)
+    return v
+
+
+def nested_records(depth: int) -> Value:
+    v: Value = 0
+    for _ in range(depth):
+        v = Record(Symbol("r"), (v,))
+    return v
+
+
+def nested_mixed(depth: int) -> Value:
+    v: Value = 0
+    for i in range(depth):
+        v = [(v,), Record(Symbol("r"), (v,)), frozenset([v]), FrozenDict({0: v})][i % 4]
+    return v
+
+
+@pytest.mark.parametrize("nest", [nested_tuples, nested_records, nested_mixed])
+def test_depth_limit(nest):
+    limits = Limits(max_depth=10)
+    assert decode(Encoder().encode(nest(10)), limits=limits) == nest(10)
+    with pytest.raises(CodecError, match="nested deeper than max_depth"):
+        decode(Encoder().encode(nest(11)), limits=limits)
+    assert decode(encode(nest(64))) == nest(64)
+    with pytest.raises(CodecError, match="nested deeper than max_depth"):
+        decode(encode(nest(65)))
+
+
+@pytest.mark.parametrize("levels", [65, 500, 1000, 5000])
+def test_depth_limit_on_raw_nested_records(levels):
+    data = b"\x00"
+    for _ in range(levels):  # each level is a record whose only field is the next level
+        data = array(ext(RECORD, b"r"), data)
+    with pytest.raises(CodecError, match="nested"):
+        decode(data)
+    if levels > 400:
+        with pytest.raises(CodecError, match="nested"):
+            decode(data, embedded=RefHooks(), limits=Limits(max_depth=400))
+
+
+class WrapHooks(RefHooks):
+    """Hooks that accept any value as a reference."""
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        return Ref(v)
+
+
+def test_depth_limit_inside_embedded_payloads():
+    hooks = WrapHooks()
+    data = array(ext(EMBEDDED), msgpack.packb(nested_tuples(5)))
+    with pytest.raises(CodecError, match="nested deeper than max_depth"):
+        decode(data, embedded=hooks, limits=Limits(max_depth=5))
+    assert decode(data, embedded=hooks, limits=Limits(max_depth=6)) == Ref(nested_tuples(5))
+
+
+def test_encoder_refuses_values_nested_beyond_msgpack_limit():
+    with pytest.raises(CodecError, match="nested too deeply"):
+        encode(nested_records(2000))
+
+
+def test_collection_length_limit():
+    limits = Limits(max_collection_length=5)
+    ok = [
+        tuple(range(5)),
+        frozenset(range(4)),  # a set's array also holds its head
+        FrozenDict({i: i for i in range(5)}),
+        Record(Symbol("r"), tuple(range(4))),
+    ]
+    for v in ok:
+        assert decode(encode(v), limits=limits) == v
+    for v in [
+        tuple(range(6)),
+        frozenset(range(5)),
+        FrozenDict({i: i for i in range(6)}),
+        Record(Symbol("r"), tuple(range(5))),
+        (tuple(range(6)),),
+    ]:
+        with pytest.raises(CodecError, match="collection too long"):
+            decode(encode(v), limits=limits)
+
+
+def test_frame_size_limit():
+    limits = Limits(max_frame_size=100)
+    assert decode(encode(b"x" * 90), limits=limits) == b"x" * 90
+    with pytest.raises(CodecError, match="more than max_frame_size"):
+        decode(encode(b"x" * 100), limits=limits)
+    with pytest.raises(CodecError, match="more than max_frame_size"):
+        Encoder(limits=limits).encode_frame(b"x" * 100)
+
+
+def test_limits_must_be_positive():
+    with pytest.raises(ValueError):
+        Limits(max_depth=0)
+    with pytest.raises(ValueError):
+        Limits(max_frame_size=2**32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames
+
+
+@given(st.lists(values(), max_size=5), st.data())
+def test_random_chunking_gives_the_same_values(vs, data):
+    stream = b"".join(encode_frame(v) for v in vs)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    frames = FrameDecoder()
+    got = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        frames.feed(stream[start:end])
+        got.extend(frames.frames())
+    assert len(got) == len(vs)
+    assert all(identical(a, b) for a, b in zip(got, vs, strict=True))
+    assert frames.buffered == 0
+
+
+def test_next_value_needs_data():
+    frames = FrameDecoder()
+    assert frames.next_value() is NEED_DATA
+    frame = encode_frame(None)
+    frames.feed(frame[:3])
+    assert frames.next_value() is NEED_DATA
+    frames.feed(frame[3:])
+    assert frames.next_value() is None
+    assert frames.next_value() is NEED_DATA
+
+
+def test_oversized_frame_is_refused_from_its_header():
+    frames = FrameDecoder(limits=Limits(max_frame_size=1000))
+    frames.feed(encode_frame("ok"))
+    with pytest.raises(CodecError, match="frame of 1001 bytes announced"):
+        frames.feed((1001).to_bytes(4, "big"))
+    with pytest.raises(CodecError):
+        frames.feed(b"more")
+    with pytest.raises(CodecError):
+        frames.next_value()
+
+
+def test_oversized_frame_later_in_one_chunk():
+    frames = FrameDecoder(limits=Limits(max_frame_size=1000))
+    with pytest.raises(CodecError, match="frame of 4294967295 bytes"):
+        frames.feed(encode_frame(1) + b"\xff\xff\xff\xff")
+
+
+def test_bad_frame_body_is_consumed():
+    frames = FrameDecoder()
+    frames.feed(b"\x00\x00\x00\x02\x01\x02" + encode_frame("next"))
+    with pytest.raises(CodecError, match="unexpected bytes"):
+        frames.next_value()
+    assert frames.next_value() == "next"
+
+
+def test_empty_frame_is_an_error():
+    frames = FrameDecoder()
+    frames.feed(b"\x00\x00\x00\x00")
+    with pytest.raises(CodecError, match="truncated"):
+        frames.next_value()
+
+
+def test_frame_decoder_compacts_its_buffer():
+    frames = FrameDecoder()
+    big = encode_frame(b"x" * 70000)
+    frames.feed(big + big[:10])
+    assert frames.next_value() == b"x" * 70000
+    assert frames.buffered == 10
+    frames.feed(big[10:])
+    assert frames.next_value() == b"x" * 70000
+    assert frames.buffered == 0
+
+
+def test_frame_decoder_with_embedded_hooks():
+    hooks = RefHooks()
+    frames = FrameDecoder(embedded=hooks)
+    frames.feed(encode_frame(record("x", Ref(3)), embedded=hooks))
+    assert list(frames) == [record("x", Ref(3))]
+
+
+def test_typical_record():
+    v = parse('<temp "room-17" 21.5>')
+    assert decode(encode(v)) == v
+    assert len(encode(v)) == 24
