@@ -37,7 +37,7 @@ def as_observe(value: Value) -> tuple[Value, Ref] | None:
 class _Observer:
     """Index callback for one Observe: turns index events into actions at the observer."""
 
-    __slots__ = ("dataspace", "ref", "published")
+    __slots__ = ("dataspace", "published", "ref")
 
     def __init__(self, dataspace: Dataspace, ref: Ref) -> None:
         self.dataspace = dataspace
