@@ -56,7 +56,7 @@ class Entity:
 class Ref(Embedded):
     """A reference to an entity living in a facet of an actor. Compared by identity."""
 
-    __slots__ = ("actor", "facet", "entity")
+    __slots__ = ("actor", "entity", "facet")
 
     def __init__(self, facet: Facet, entity: Entity) -> None:
         self.actor = facet.actor
@@ -80,7 +80,7 @@ class Ref(Embedded):
 class Facet:
     """A node in an actor's facet tree: owns assertions, child facets and stop actions."""
 
-    __slots__ = ("actor", "parent", "children", "outbound", "stop_actions", "alive", "__weakref__")
+    __slots__ = ("__weakref__", "actor", "alive", "children", "outbound", "parent", "stop_actions")
 
     def __init__(self, actor: Actor, parent: Facet | None) -> None:
         self.actor = actor
@@ -110,6 +110,8 @@ class Actor:
         self.exit_reason: BaseException | None = None
         self.outbound: dict[Handle, tuple[Facet, Ref]] = {}
         self.exit_hooks: list[Callable[[Actor], None]] = []
+        self.work = 0
+        """Events delivered to this actor, not counting sync traffic (see :meth:`Turn.sync`)."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -118,7 +120,17 @@ class Actor:
 class Turn:
     """The context for one atomic step of one actor. Effects are committed when it ends."""
 
-    __slots__ = ("actor", "facet", "scheduler", "_pending", "_new", "_gone", "_stops", "_spawns")
+    __slots__ = (
+        "_commits",
+        "_gone",
+        "_new",
+        "_pending",
+        "_spawns",
+        "_stops",
+        "actor",
+        "facet",
+        "scheduler",
+    )
 
     def __init__(self, facet: Facet) -> None:
         self.actor = facet.actor
@@ -129,6 +141,7 @@ class Turn:
         self._gone: list[Handle] = []
         self._stops: list[tuple[Facet, TurnAction | None]] = []
         self._spawns: list[Actor] = []
+        self._commits: list[Callable[[], None]] | None = None
 
     # -- effects ----------------------------------------------------------------------------
 
@@ -147,7 +160,7 @@ class Turn:
         return handle
 
     def retract(self, handle: Handle) -> None:
-        """Withdraw an assertion this actor made. Unknown or already retracted handles are ignored."""
+        """Withdraw an assertion this actor made; unknown or retracted handles are ignored."""
         entry = self._new.pop(handle, None)
         if entry is not None:
             ref = entry[1]
@@ -206,12 +219,22 @@ class Turn:
         self.facet.stop_actions.append(action)
 
     def stop(self, facet: Facet | None = None, then: TurnAction | None = None) -> None:
-        """Stop ``facet`` (default: the current one) when this turn ends; ``then`` runs in its parent."""
+        """Stop ``facet`` (default: the current one) at the end of the turn; then run ``then``."""
         self._stops.append((facet or self.facet, then))
 
     def stop_actor(self) -> None:
         """Stop this whole actor normally when this turn ends."""
         self.stop(self.actor.root)
+
+    def on_commit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once this turn's effects are committed (never if the turn fails).
+
+        The relay uses this to write one packet per turn. Callbacks run in registration order.
+        """
+        if self._commits is None:
+            self._commits = [callback]
+        else:
+            self._commits.append(callback)
 
     def later(self, action: TurnAction, facet: Facet | None = None) -> None:
         """Run ``action`` in a separate, later turn of this actor."""
@@ -241,6 +264,9 @@ class Turn:
         scheduler = self.scheduler
         for target, batch in self._pending.items():
             scheduler.deliver(target, batch)
+        if self._commits is not None:
+            for callback in self._commits:
+                callback()
         if not self.actor.alive:
             scheduler.actor_exited(self.actor)
 
@@ -333,6 +359,7 @@ class Scheduler:
         return ran
 
     def _run_action(self, actor: Actor, facet: Facet, action: TurnAction) -> None:
+        actor.work += 1
         turn = Turn(facet)
         try:
             action(turn)
@@ -356,6 +383,8 @@ class Scheduler:
                 if not facet.alive:
                     continue
                 turn.facet = facet
+                if kind != _SYNC and ref.entity.__class__ is not _SyncReply:
+                    actor.work += 1
                 if kind == _PUBLISH:
                     ref.entity.on_publish(turn, payload, handle)
                 elif kind == _MESSAGE:
@@ -366,6 +395,7 @@ class Scheduler:
                 for _kind, ref, _payload, handle in retracts:
                     if ref.facet.alive:
                         turn.facet = ref.facet
+                        actor.work += 1
                         ref.entity.on_retract(turn, handle)
             turn.facet = actor.root
             turn._finish()

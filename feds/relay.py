@@ -1,0 +1,932 @@
+"""The relay: one end of a connection that carries actor events between two processes (sans-IO).
+
+A :class:`Relay` turns bytes from a transport into turns of its own actor, and events that local
+actors send to its *proxies* into bytes for the transport. It never touches a socket: feed it with
+:meth:`Relay.receive`, drain it with :meth:`Relay.data_to_send`. The same class serves TCP links,
+in-process links and the simulator. The wire format is specified in ``protocols/wire.md``.
+
+Each end names the objects it exposes by *oid* (object id). A **membrane** keeps two tables:
+
+* *exports*: local :class:`~feds.actor.Ref` s the far side may address (oid 0 is the initial
+  object given to the constructor);
+* *imports*: proxies for the far side's exports. A proxy is a real ``Ref`` whose entity forwards
+  every event over this connection.
+
+An entry counts the live assertions crossing the connection (in either direction) that mention
+it; a message or a pending sync holds it transiently. At zero it is freed at the end of the turn.
+Both ends count the same assertions, so they free the same oids once the link is quiet. oids are
+never reused, so a late event for a freed oid is recognised and dropped, not confused with a new
+object; an oid that was never allocated is a protocol error.
+
+Events are buffered while a turn of the relay actor runs and written as one ``<turn ...>``
+packet when it commits (:meth:`feds.actor.Turn.on_commit`): one local turn's events for the far
+side cross as one packet and are applied there as one turn.
+
+Anything wrong with the input closes this connection only, with a specific reason (sent to the
+far side as an ``<error ...>`` packet): everything the far side asserted here is retracted when
+the relay actor stops, and its proxies go dead.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Final
+
+import msgpack
+
+from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.codec import (
+    DEFAULT_LIMITS,
+    NEED_DATA,
+    CodecError,
+    Encoder,
+    FrameDecoder,
+    Limits,
+    decode,
+    encode,
+)
+from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
+
+__all__ = [
+    "CLIENT",
+    "PEER",
+    "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
+    "Hello",
+    "ProtocolError",
+    "Relay",
+    "RelayStats",
+    "WireRef",
+    "exchange",
+    "negotiate_version",
+]
+
+log = logging.getLogger("feds.relay")
+
+PROTOCOL_VERSION: Final = 1
+"""The highest wire protocol version this code speaks (sent in our hello)."""
+SUPPORTED_VERSIONS: Final = frozenset({1})
+"""Every version this code speaks; a contiguous range ending at :data:`PROTOCOL_VERSION`."""
+
+HELLO: Final = Symbol("hello")
+TURN: Final = Symbol("turn")
+ERROR: Final = Symbol("error")
+ASSERT: Final = Symbol("assert")
+RETRACT: Final = Symbol("retract")
+MESSAGE: Final = Symbol("message")
+SYNC: Final = Symbol("sync")
+PEER: Final = "peer"
+CLIENT: Final = "client"
+ADMIN: Final = "admin"
+ROLES: Final = frozenset({PEER, CLIENT, ADMIN})
+
+MINE: Final = 0
+"""Wire tag of an embedded reference to an object the *sender* exports."""
+YOURS: Final = 1
+"""Wire tag of an embedded reference to an object the *receiver* exported earlier."""
+
+DEFAULT_MAX_HANDLES: Final = 100_000
+"""Default bound on the far side's live assertions per connection."""
+
+_MAX_ID: Final = 2**63
+_TURN_OVERHEAD: Final = 32  # bytes around the events of a turn packet (label, array headers)
+
+
+def _turn_prefix() -> bytes:
+    """The bytes of ``<turn [...]>`` before its events' array header, taken from the codec.
+
+    Events are encoded one by one as they happen (so each is checked and its references counted
+    on its own) and spliced into the packet at commit. The events array is the last item of the
+    packet, so an empty turn's encoding ends with the empty array header ``0x90``. The splice is
+    checked against the codec once, here.
+    """
+    empty = encode(Record(TURN, ((),)))
+    if not empty.endswith(b"\x90"):
+        raise RuntimeError("feds.codec no longer ends a turn packet with its events array")
+    prefix = empty[:-1]
+    sample = (Record(ASSERT, (Symbol("x"), 1)), (2, frozenset({3})))
+    spliced = prefix + b"\x92" + b"".join(encode(e) for e in sample)
+    if decode(spliced) != Record(TURN, (sample,)):
+        raise RuntimeError("feds.codec encodes turn packets in a way the relay cannot splice")
+    return prefix
+
+
+_TURN_PREFIX: Final = _turn_prefix()
+_ERROR_ENCODER: Final = Encoder()
+
+
+class ProtocolError(Exception):
+    """The far side broke the protocol; ``reason`` says how (it is sent in the error packet)."""
+
+    def __init__(self, reason: str, detail: Value = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+def negotiate_version(theirs: int) -> int | None:
+    """The version to speak with a peer that announced ``theirs``, or None if there is none.
+
+    Both ends compute ``min(their highest, our highest)`` and check that they speak it.
+    """
+    agreed = min(theirs, PROTOCOL_VERSION)
+    return agreed if agreed in SUPPORTED_VERSIONS else None
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """The first packet of each side: ``<hello version role name auth>``."""
+
+    version: int
+    role: str
+    name: str
+    auth: FrozenDict
+
+    def to_value(self) -> Record:
+        return Record(HELLO, (self.version, Symbol(self.role), self.name, self.auth))
+
+    @classmethod
+    def from_value(cls, packet: Record) -> Hello:
+        """Parse a hello packet; raises :class:`ProtocolError` naming what is wrong."""
+        if len(packet.fields) != 4:
+            raise ProtocolError("malformed hello: expected <hello version role name auth>")
+        version, role, name, auth = packet.fields
+        if version.__class__ is not int:
+            raise ProtocolError("malformed hello: version is not an integer", version)
+        if role.__class__ is not Symbol or role.name not in ROLES:
+            raise ProtocolError("malformed hello: role is not peer or client", _plain(role))
+        if name.__class__ is not str:
+            raise ProtocolError("malformed hello: name is not a string", _plain(name))
+        if auth.__class__ is not FrozenDict:
+            raise ProtocolError("malformed hello: auth is not a dict", _plain(auth))
+        return cls(version, role.name, name, auth)
+
+
+@dataclass(slots=True)
+class RelayStats:
+    """Traffic counters of one connection end (for ``feds status`` and the simulator)."""
+
+    packets_in: int = 0
+    packets_out: int = 0
+    events_in: int = 0
+    events_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class WireRef(Embedded):
+    """An embedded reference as decoded from the wire, before the membrane maps it."""
+
+    __slots__ = ("kind", "oid")
+
+    def __init__(self, kind: int, oid: int) -> None:
+        self.kind = kind
+        self.oid = oid
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            other.__class__ is WireRef
+            and other.kind == self.kind  # type: ignore[attr-defined]
+            and other.oid == self.oid  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((WireRef, self.kind, self.oid))
+
+    def __repr__(self) -> str:
+        return f"WireRef({'mine' if self.kind == MINE else 'yours'}, {self.oid})"
+
+
+def _plain(v: Value) -> Value:
+    """``v`` for an error detail: embedded references cannot be echoed back."""
+    return None if isinstance(v, Embedded) else v
+
+
+# ---------------------------------------------------------------------------------------------
+# Entities living in the relay actor
+
+
+class _Proxy(Entity):
+    """Stands for the far side's object ``oid``: forwards every event over the connection."""
+
+    __slots__ = ("oid", "relay")  # Entity has no slots, so proxies can be weakly referenced
+
+    def __init__(self, relay: Relay, oid: int) -> None:
+        self.relay = relay
+        self.oid = oid
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.relay._send_assert(turn, self.oid, value, handle)
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        self.relay._send_retract(turn, handle)
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.relay._send_message(turn, self.oid, value)
+
+    def on_sync(self, turn: Turn, peer: Ref) -> None:
+        self.relay._send_sync(turn, self.oid, peer)
+
+    def __repr__(self) -> str:
+        return f"<proxy {self.oid} of {self.relay.name}>"
+
+
+class _Inert(Entity):
+    """What a reference to a freed oid becomes: drops everything, answers syncs."""
+
+    __slots__ = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# The membrane
+
+
+class _Entry:
+    """One row of a membrane table: an oid, the local Ref behind it and its reference count."""
+
+    __slots__ = ("count", "kind", "oid", "pinned", "ref")
+
+    def __init__(self, kind: int, oid: int, ref: Ref, pinned: bool = False) -> None:
+        self.kind = kind  # MINE: we export it; YOURS: the far side exports it (we import)
+        self.oid = oid
+        self.ref = ref
+        self.count = 0
+        self.pinned = pinned
+
+
+class _Membrane:
+    """The export and import tables of one connection end, with reference counts."""
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        self.exports: dict[int, _Entry] = {}
+        self.export_ids: dict[Ref, _Entry] = {}
+        self.imports: dict[int, _Entry] = {}
+        self.next_oid = 1  # oid 0 is the initial object, present or not
+        self._proxies: weakref.WeakValueDictionary[int, _Proxy] = weakref.WeakValueDictionary()
+        self._dirty: list[_Entry] = []
+        self.unlowered = 0  # WireRefs of the packet being applied that are not lowered yet
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def export(self, ref: Ref, oid: int | None = None, pinned: bool = False) -> _Entry:
+        entry = self.export_ids.get(ref)
+        if entry is None:
+            if oid is None:
+                oid = self.next_oid
+                self.next_oid += 1
+            entry = _Entry(MINE, oid, ref, pinned)
+            self.exports[oid] = entry
+            self.export_ids[ref] = entry
+        return entry
+
+    def known_export(self, oid: int) -> bool:
+        """Whether ``oid`` was ever allocated here (it may have been freed since)."""
+        return oid < self.next_oid
+
+    def import_oid(self, oid: int, pinned: bool = False) -> _Entry:
+        entry = self.imports.get(oid)
+        if entry is None:
+            proxy = self._proxies.get(oid)
+            if proxy is None:
+                proxy = _Proxy(self.relay, oid)
+                self._proxies[oid] = proxy
+            entry = _Entry(YOURS, oid, Ref(self.relay.actor.root, proxy), pinned)
+            self.imports[oid] = entry
+        return entry
+
+    # -- counting -----------------------------------------------------------------------------
+
+    @staticmethod
+    def acquire(entry: _Entry) -> _Entry:
+        entry.count += 1
+        return entry
+
+    def release(self, entry: _Entry) -> None:
+        entry.count -= 1
+        if entry.count <= 0:
+            self._dirty.append(entry)
+
+    def collect(self) -> None:
+        """Free every entry whose count dropped to zero during this turn and stayed there."""
+        dirty, self._dirty = self._dirty, []
+        for entry in dirty:
+            if entry.count > 0 or entry.pinned:
+                continue
+            if entry.kind == MINE:
+                if self.exports.get(entry.oid) is entry:
+                    del self.exports[entry.oid]
+                    del self.export_ids[entry.ref]
+            elif self.imports.get(entry.oid) is entry:
+                del self.imports[entry.oid]
+
+    def clear(self) -> None:
+        self.exports.clear()
+        self.export_ids.clear()
+        self.imports.clear()
+        self._proxies.clear()
+        self._dirty.clear()
+
+    # -- codec hooks --------------------------------------------------------------------------
+
+    def lift(self, obj: Embedded, lifted: list[_Entry]) -> Value:
+        """The wire form of a local reference, counting the entry it uses."""
+        if obj.__class__ is not Ref:
+            raise CodecError(f"cannot send the reference {obj!r} over a relay")
+        entity = obj.entity  # type: ignore[attr-defined]
+        if entity.__class__ is _Proxy and entity.relay is self.relay:
+            entry = self.import_oid(entity.oid)
+        else:
+            entry = self.export(obj)  # type: ignore[arg-type]
+        lifted.append(self.acquire(entry))
+        return (entry.kind, entry.oid)
+
+    def lower(self, wire: WireRef, entries: list[_Entry]) -> Ref:
+        """The local Ref for a decoded wire reference, counting the entry it uses."""
+        self.unlowered -= 1
+        if wire.kind == MINE:
+            entry = self.import_oid(wire.oid)
+        else:
+            entry = self.exports.get(wire.oid)
+            if entry is None:  # freed while the far side still mentioned it (a benign race)
+                return self.relay._inert()
+        entries.append(self.acquire(entry))
+        return entry.ref
+
+    def lower_value(self, v: Value, entries: list[_Entry]) -> Value:
+        """``v`` with every :class:`WireRef` replaced by its local Ref.
+
+        Only containers holding a WireRef are rebuilt, and the walk stops as soon as every
+        WireRef of the packet being applied has been lowered (``unlowered`` counts them down):
+        a big value whose only reference comes first (``<pub f pattern captures>``) costs
+        almost nothing.
+        """
+        if self.unlowered == 0:
+            return v
+        cls = v.__class__
+        if cls is WireRef:
+            return self.lower(v, entries)
+        if cls is tuple:
+            items = tuple([self.lower_value(x, entries) for x in v])
+            return v if _same_items(items, v) else items
+        if cls is Record:
+            label = self.lower_value(v.label, entries)
+            fields = tuple([self.lower_value(f, entries) for f in v.fields])
+            if label is v.label and _same_items(fields, v.fields):
+                return v
+            return Record(label, fields)
+        if cls is frozenset:
+            old = tuple(v)
+            new = tuple([self.lower_value(x, entries) for x in old])
+            return v if _same_items(new, old) else frozenset(new)
+        if cls is FrozenDict:
+            pairs = [
+                (k, x, self.lower_value(k, entries), self.lower_value(x, entries))
+                for k, x in v.items()
+            ]
+            if all(k is k2 and x is x2 for k, x, k2, x2 in pairs):
+                return v
+            return FrozenDict({k2: x2 for _k, _x, k2, x2 in pairs})
+        return v
+
+
+def _same_items(new: tuple, old: tuple) -> bool:
+    """Whether lowering left every item of a container as it was (the same objects)."""
+    for a, b in zip(new, old, strict=True):
+        if a is not b:
+            return False
+    return True
+
+
+class _Hooks:
+    """The codec's embedded hooks for one relay: lift on encode, collect WireRefs on decode."""
+
+    __slots__ = ("decoded", "lifted", "membrane")
+
+    def __init__(self, membrane: _Membrane) -> None:
+        self.membrane = membrane
+        self.lifted: list[_Entry] = []
+        self.decoded: list[WireRef] = []
+
+    def encode_embedded(self, obj: Embedded) -> Value:
+        return self.membrane.lift(obj, self.lifted)
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        if (
+            v.__class__ is tuple
+            and len(v) == 2
+            and v[0].__class__ is int
+            and v[1].__class__ is int
+            and v[0] in (MINE, YOURS)
+            and 0 <= v[1] < _MAX_ID
+        ):
+            wire = WireRef(v[0], v[1])
+            self.decoded.append(wire)
+            return wire
+        raise CodecError(f"malformed embedded reference {v!r} (expected [0 oid] or [1 oid])")
+
+
+# ---------------------------------------------------------------------------------------------
+# The relay
+
+ReadyCallback = Callable[[Turn, Hello, Ref], None]
+Authenticator = Callable[[Hello], str | None]
+_DROPPED: Final = object()  # an assertion we could not deliver or send; its retraction is ignored
+
+
+class Relay:
+    """One end of a connection, living in its own actor on ``scheduler``.
+
+    ``initial`` is exposed to the far side at oid 0; it may also be a function of the far side's
+    hello (so a listener can offer each role its own object), called when the hello arrives. ``on_ready(turn, hello, remote_initial)`` runs
+    in a turn of the relay actor once the far side's hello is accepted; ``remote_initial`` is a
+    proxy for the far side's oid 0 (events to it are dropped there if it exposes nothing).
+    ``authenticate(hello)`` may return a reason to reject the far side. ``on_output()`` is called
+    whenever bytes become available from :meth:`data_to_send` (and when the relay closes);
+    ``on_close(relay)`` once, when it closes.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        name: str,
+        role: str = PEER,
+        initial: Ref | Callable[[Hello], Ref | None] | None = None,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        max_handles: int = DEFAULT_MAX_HANDLES,
+        auth: Mapping[str, Value] | None = None,
+        authenticate: Authenticator | None = None,
+        on_ready: ReadyCallback | None = None,
+        on_close: Callable[[Relay], None] | None = None,
+        on_output: Callable[[], None] | None = None,
+    ) -> None:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {sorted(ROLES)}, not {role!r}")
+        self.scheduler = scheduler
+        self.name = name
+        self.role = role
+        self.initial = initial
+        self.limits = limits
+        self.max_handles = max_handles
+        self.authenticate = authenticate
+        self.on_ready = on_ready
+        self.on_close = on_close
+        self.on_output = on_output
+        self.actor = Actor(scheduler, f"relay {name}")
+        self.actor.exit_hooks.append(self._actor_exited)
+        self.hello = Hello(PROTOCOL_VERSION, role, name, from_python(dict(auth or {})))
+        self.remote_hello: Hello | None = None
+        self.remote_initial: Ref | None = None
+        self.version: int | None = None
+        self.closed = False
+        self.close_reason: str | None = None
+        self.stats = RelayStats()
+
+        self._membrane = _Membrane(self)
+        self._hooks = _Hooks(self._membrane)
+        self._frames = FrameDecoder(embedded=self._hooks, limits=limits)
+        self._encoder = Encoder(self._hooks, limits)
+        self._plain_encoder = Encoder(None, limits)
+        self._packer = msgpack.Packer(autoreset=True)
+        self._output = bytearray()
+        self._far_handles: dict[int, int] = {}  # far handle -> oid (checked when packets arrive)
+        self._inbound: dict[int, object] = {}  # far handle -> (local handle, entries) | _DROPPED
+        self._outbound: dict[Handle, object] = {}  # our handle -> (oid, entries) | _DROPPED
+        self._sync_pins: dict[int, int] = {}  # exported oid -> syncs awaiting their answer
+        self._events: list[bytes] = []  # encoded events of the current turn
+        self._transient: list[_Entry] = []  # entries held until the current turn commits
+        self._flush_turn: Turn | None = None
+        self._inert_ref: Ref | None = None
+
+        if isinstance(initial, Ref):
+            self._membrane.export(initial, oid=0, pinned=True)
+        self._write(self._plain_encoder.encode_frame(self.hello.to_value()))
+
+    def __repr__(self) -> str:
+        remote = self.remote_hello.name if self.remote_hello else "?"
+        return f"<relay {self.name}<->{remote}{' closed' if self.closed else ''}>"
+
+    # -- the byte interface ---------------------------------------------------------------------
+
+    def receive(self, data: bytes) -> None:
+        """Feed bytes from the transport. Never raises: bad input closes this connection."""
+        if self.closed or not data:
+            return
+        self.stats.bytes_in += len(data)
+        try:
+            self._frames.feed(data)
+            while not self.closed:
+                self._hooks.decoded = []
+                packet = self._frames.next_value()
+                if packet is NEED_DATA:
+                    break
+                self.stats.packets_in += 1
+                self._dispatch(packet, self._hooks.decoded)
+        except CodecError as e:
+            self._fail(f"bad frame: {e}")
+        except ProtocolError as e:
+            self._fail(e.reason, e.detail)
+        except Exception as e:
+            log.exception("%r: internal error on input", self)
+            self._fail(f"internal error: {e!r}")
+
+    def data_to_send(self) -> bytes:
+        """Take every byte waiting to be written to the transport."""
+        data = bytes(self._output)
+        self._output.clear()
+        return data
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self._output)
+
+    def close(self, reason: str = "closed", detail: Value = None) -> None:
+        """Close this end: tell the far side why, retract what it asserted here, drop proxies."""
+        if not self.closed:
+            log.info("%r: closing: %s", self, reason)
+            self._shutdown(reason, detail, notify=True)
+
+    # -- introspection (status, tests) -----------------------------------------------------------
+
+    def exported_oids(self) -> set[int]:
+        return set(self._membrane.exports)
+
+    def imported_oids(self) -> set[int]:
+        return set(self._membrane.imports)
+
+    def live_handles(self) -> tuple[int, int]:
+        """(far side's assertions live here, our assertions live there)."""
+        return len(self._inbound), len(self._outbound)
+
+    # -- incoming packets --------------------------------------------------------------------------
+
+    def _dispatch(self, packet: Value, refs: list[WireRef]) -> None:
+        if packet.__class__ is not Record:
+            raise ProtocolError("unknown packet: not a record", _plain(packet))
+        label = packet.label
+        if label == ERROR:
+            self._on_error(packet)
+        elif refs and label != TURN:
+            raise ProtocolError("embedded reference outside a turn packet")
+        elif self.remote_hello is None:
+            if label != HELLO:
+                raise ProtocolError(f"packet before hello: {_label_text(label)}")
+            self._on_hello(packet)
+        elif label == TURN:
+            self._on_turn(packet, refs)
+        elif label == HELLO:
+            raise ProtocolError("duplicate hello")
+        else:
+            raise ProtocolError(f"unknown packet {_label_text(label)}")
+
+    def _on_error(self, packet: Record) -> None:
+        reason = packet.fields[0] if packet.fields else None
+        text = reason if isinstance(reason, str) else repr(reason)
+        log.warning("%r: the far side closed the connection: %s", self, text)
+        self._shutdown(f"peer error: {text}", None, notify=False)
+
+    def _on_hello(self, packet: Record) -> None:
+        hello = Hello.from_value(packet)
+        version = negotiate_version(hello.version)
+        if version is None:
+            raise ProtocolError(
+                f"unsupported version {hello.version}", tuple(sorted(SUPPORTED_VERSIONS))
+            )
+        if self.authenticate is not None:
+            refusal = self.authenticate(hello)
+            if refusal is not None:
+                raise ProtocolError(f"authentication failed: {refusal}")
+        if callable(self.initial) and not isinstance(self.initial, Ref):
+            chosen = self.initial(hello)
+            if chosen is not None:
+                self._membrane.export(chosen, oid=0, pinned=True)
+        self.remote_hello = hello
+        self.version = version
+        self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
+        log.debug("%r: hello from %s %r (version %d)", self, hello.role, hello.name, version)
+        self._enqueue(self._ready)
+
+    def _ready(self, turn: Turn) -> None:
+        if not self.closed and self.on_ready is not None:
+            assert self.remote_hello is not None and self.remote_initial is not None
+            self.on_ready(turn, self.remote_hello, self.remote_initial)
+
+    def _on_turn(self, packet: Record, refs: list[WireRef]) -> None:
+        if len(packet.fields) != 1 or packet.fields[0].__class__ is not tuple:
+            raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
+        for wire in refs:
+            if wire.kind == YOURS and not self._membrane.known_export(wire.oid):
+                raise ProtocolError(f"unknown oid {wire.oid} in an embedded reference")
+        ops = [self._check_event(item) for item in packet.fields[0]]
+        self.stats.events_in += len(ops)
+        if ops:
+            ref_count = len(refs)
+            self._enqueue(lambda turn: self._apply(turn, ops, ref_count))
+
+    def _check_event(self, item: Value) -> tuple:
+        """Validate one ``[oid event]`` against the handle table; return it as an operation."""
+        if item.__class__ is not tuple or len(item) != 2:
+            raise ProtocolError("malformed event: expected [oid event]", _plain(item))
+        oid, event = item
+        if not _is_id(oid):
+            raise ProtocolError("malformed event: the oid is not a non-negative integer")
+        if event.__class__ is not Record:
+            raise ProtocolError("unknown event: not a record")
+        label, fields = event.label, event.fields
+        if label == ASSERT and len(fields) == 2:
+            return self._check_assert(oid, fields[0], fields[1])
+        if label == RETRACT and len(fields) == 1:
+            return self._check_retract(oid, fields[0])
+        if label == MESSAGE and len(fields) == 1:
+            self._check_target(oid)
+            return (MESSAGE, oid, fields[0], None)
+        if label == SYNC and len(fields) == 1:
+            self._check_target(oid)
+            if fields[0].__class__ is not WireRef:
+                raise ProtocolError("malformed event: the peer of a sync is not a reference")
+            return (SYNC, oid, fields[0], None)
+        raise ProtocolError(f"unknown event {_label_text(label)}/{len(fields)}")
+
+    def _check_target(self, oid: int) -> None:
+        if not self._membrane.known_export(oid):
+            raise ProtocolError(f"unknown oid {oid}")
+
+    def _check_assert(self, oid: int, value: Value, handle: Value) -> tuple:
+        self._check_target(oid)
+        if not _is_id(handle):
+            raise ProtocolError("malformed event: the handle is not a non-negative integer")
+        if handle in self._far_handles:
+            raise ProtocolError(f"handle {handle} reused while live")
+        if len(self._far_handles) >= self.max_handles:
+            raise ProtocolError(f"too many live handles (max {self.max_handles})")
+        self._far_handles[handle] = oid
+        return (ASSERT, oid, value, handle)
+
+    def _check_retract(self, oid: int, handle: Value) -> tuple:
+        if not _is_id(handle):
+            raise ProtocolError("malformed event: the handle is not a non-negative integer")
+        owner = self._far_handles.get(handle)
+        if owner is None:
+            raise ProtocolError(f"unknown handle {handle} retracted")
+        if owner != oid:
+            raise ProtocolError(f"handle {handle} retracted at oid {oid}, asserted at oid {owner}")
+        del self._far_handles[handle]
+        return (RETRACT, oid, None, handle)
+
+    # -- applying incoming events (in a turn of the relay actor) ---------------------------------
+
+    def _apply(self, turn: Turn, ops: list[tuple], ref_count: int) -> None:
+        if self.closed:
+            return
+        self._touch(turn)
+        self._membrane.unlowered = ref_count
+        has_refs = ref_count > 0
+        for kind, oid, payload, handle in ops:
+            entry = self._membrane.exports.get(oid)
+            target = None if entry is None else entry.ref
+            if kind is ASSERT:
+                self._apply_assert(turn, target, payload, handle, has_refs)
+            elif kind is RETRACT:
+                self._apply_retract(turn, handle)
+            elif kind is MESSAGE:
+                self._apply_message(turn, oid, target, payload, has_refs)
+            else:
+                self._apply_sync(turn, target, payload)
+
+    def _apply_assert(
+        self, turn: Turn, target: Ref | None, value: Value, handle: int, has_refs: bool
+    ) -> None:
+        if target is None:  # the oid was freed here: a late event, dropped
+            self._inbound[handle] = _DROPPED
+            return
+        entries: list[_Entry] = []
+        if has_refs:
+            value = self._membrane.lower_value(value, entries)
+        self._inbound[handle] = (turn.publish(target, value), entries)
+
+    def _apply_retract(self, turn: Turn, handle: int) -> None:
+        held = self._inbound.pop(handle, _DROPPED)
+        if held is _DROPPED:
+            return
+        local, entries = held  # type: ignore[misc]
+        turn.retract(local)
+        for entry in entries:
+            self._membrane.release(entry)
+
+    def _apply_message(
+        self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
+    ) -> None:
+        if target is None:
+            return
+        if has_refs:
+            value = self._membrane.lower_value(value, self._transient)
+        turn.message(target, value)
+        pins = self._sync_pins.get(oid)
+        if pins:  # the answer to a sync we forwarded: the peer need not stay exported for it
+            if pins == 1:
+                del self._sync_pins[oid]
+            else:
+                self._sync_pins[oid] = pins - 1
+            self._membrane.release(self._membrane.exports[oid])
+
+    def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
+        held: list[_Entry] = []
+        peer_ref = self._membrane.lower(peer, held)
+
+        def answer(t: Turn) -> None:
+            t.message(peer_ref, True)
+            self._hold_until_commit(t, held)
+
+        if target is None:  # nothing left to wait for: answer at once
+            answer(turn)
+        else:
+            turn.sync(target, answer)
+
+    def _hold_until_commit(self, turn: Turn, entries: list[_Entry]) -> None:
+        if not self.closed:
+            self._touch(turn)
+            self._transient.extend(entries)
+
+    # -- outgoing events (from proxies, in turns of the relay actor) ------------------------------
+
+    def _send_assert(self, turn: Turn, oid: int, value: Value, handle: Handle) -> None:
+        if self.closed:
+            return
+        entries = self._emit(turn, oid, Record(ASSERT, (value, handle)))
+        self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
+
+    def _send_retract(self, turn: Turn, handle: Handle) -> None:
+        if self.closed:
+            return
+        held = self._outbound.pop(handle, _DROPPED)
+        if held is _DROPPED:
+            return
+        oid, entries = held  # type: ignore[misc]
+        self._emit(turn, oid, Record(RETRACT, (handle,)))
+        for entry in entries:
+            self._membrane.release(entry)
+
+    def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
+        if self.closed:
+            return
+        entries = self._emit(turn, oid, Record(MESSAGE, (value,)))
+        if entries:
+            self._transient.extend(entries)
+
+    def _send_sync(self, turn: Turn, oid: int, peer: Ref) -> None:
+        if self.closed:
+            return
+        entries = self._emit(turn, oid, Record(SYNC, (peer,)))
+        if not entries:
+            return
+        (entry,) = entries
+        if entry.kind == MINE:  # keep the peer exported until the far side answers
+            self._sync_pins[entry.oid] = self._sync_pins.get(entry.oid, 0) + 1
+        else:
+            self._transient.append(entry)
+
+    def _emit(self, turn: Turn, oid: int, event: Record) -> list[_Entry] | None:
+        """Encode one event into the current turn's packet; None if it cannot be sent."""
+        self._touch(turn)
+        hooks = self._hooks
+        hooks.lifted = []
+        try:
+            data = self._encoder.encode((oid, event))
+            if len(data) > self.limits.max_frame_size - _TURN_OVERHEAD:
+                raise CodecError(f"{len(data)} bytes, more than max_frame_size allows")
+        except CodecError as e:
+            for entry in hooks.lifted:
+                self._membrane.release(entry)
+            log.warning("%r: dropped an outgoing %s event: %s", self, event.label.name, e)
+            return None
+        self._events.append(data)
+        return hooks.lifted
+
+    # -- turn commit: one packet per turn ---------------------------------------------------------
+
+    def _touch(self, turn: Turn) -> None:
+        """Make sure the current turn flushes (and frees unused oids) when it commits."""
+        if self._flush_turn is not turn:
+            self._flush_turn = turn
+            turn.on_commit(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_turn = None
+        if self.closed:
+            return
+        if self._events:
+            self._write_turns(self._events)
+            self._events = []
+        membrane = self._membrane
+        for entry in self._transient:
+            membrane.release(entry)
+        self._transient.clear()
+        membrane.collect()
+
+    def _write_turns(self, events: list[bytes]) -> None:
+        """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the limit."""
+        limit = self.limits.max_frame_size - _TURN_OVERHEAD
+        start, size = 0, 0
+        for i, data in enumerate(events):
+            if size + len(data) > limit and i > start:
+                self._write_turn(events[start:i])
+                start, size = i, 0
+            size += len(data)
+        self._write_turn(events[start:])
+
+    def _write_turn(self, events: list[bytes]) -> None:
+        header = _TURN_PREFIX + self._packer.pack_array_header(len(events))
+        packet = header + b"".join(events)
+        self.stats.events_out += len(events)
+        self._write(len(packet).to_bytes(4, "big") + packet)
+
+    def _write(self, frame: bytes) -> None:
+        self._output += frame
+        self.stats.packets_out += 1
+        self.stats.bytes_out += len(frame)
+        if self.on_output is not None:
+            self.on_output()
+
+    # -- closing ----------------------------------------------------------------------------------
+
+    def _fail(self, reason: str, detail: Value = None) -> None:
+        log.warning("%r: protocol error, closing: %s", self, reason)
+        self._shutdown(reason, detail, notify=True)
+
+    def _shutdown(self, reason: str, detail: Value, notify: bool) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        if notify:
+            self._send_error(reason, detail)
+        self._events.clear()
+        self._transient.clear()
+        self._membrane.clear()
+        self._far_handles.clear()
+        self._inbound.clear()
+        self._outbound.clear()
+        self._sync_pins.clear()
+        if self.actor.alive:  # retracts everything the far side asserted here
+            self.scheduler.enqueue(self.actor, self.actor.root, lambda turn: turn.stop_actor())
+        if self.on_output is not None:
+            self.on_output()
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def _send_error(self, reason: str, detail: Value) -> None:
+        """Queue ``<error reason detail>`` (the detail is dropped if it cannot be encoded)."""
+        encoder = _ERROR_ENCODER  # the default limits: an error packet is small and the last one
+        try:
+            frame = encoder.encode_frame(Record(ERROR, (reason, detail)))
+        except CodecError:
+            frame = encoder.encode_frame(Record(ERROR, (reason[:1000], None)))
+        self._output += frame
+        self.stats.packets_out += 1
+        self.stats.bytes_out += len(frame)
+
+    def _actor_exited(self, actor: Actor) -> None:
+        if not self.closed:
+            reason = f"relay actor stopped: {actor.exit_reason!r}"
+            log.error("%r: %s", self, reason)
+            self._shutdown(reason, None, notify=True)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _enqueue(self, action: Callable[[Turn], None]) -> None:
+        self.scheduler.enqueue(self.actor, self.actor.root, action)
+
+    def _inert(self) -> Ref:
+        if self._inert_ref is None:
+            self._inert_ref = Ref(self.actor.root, _Inert())
+        return self._inert_ref
+
+
+def _is_id(v: Value) -> bool:
+    return v.__class__ is int and 0 <= v < _MAX_ID
+
+
+def _label_text(label: Value) -> str:
+    return label.name if label.__class__ is Symbol else repr(_plain(label))
+
+
+def exchange(a: Relay, b: Relay) -> int:
+    """Move every pending byte from ``a`` to ``b`` and back once; return how many moved.
+
+    The simplest in-memory link, for tests and single-threaded drivers: call it between runs of
+    the scheduler(s) until it returns 0 and no turns are left.
+    """
+    ab = a.data_to_send()
+    if ab:
+        b.receive(ab)
+    ba = b.data_to_send()
+    if ba:
+        a.receive(ba)
+    return len(ab) + len(ba)

@@ -1,0 +1,195 @@
+"""Transports: move bytes between a :class:`~feds.relay.Relay` and the world (trio, thin).
+
+* :func:`serve_tcp` listens and gives every accepted connection a fresh relay;
+* :func:`connect_tcp` dials out for one relay;
+* :func:`pump` runs one relay over any trio byte stream (TCP now, TLS later);
+* :func:`memory_pair` links two relays of one process without sockets (``feds up``, tests).
+
+A pump has a reader task (``receive_some`` → ``relay.receive``) and a writer task, woken by the
+relay's ``on_output``, that sends ``relay.data_to_send()``. When either side ends — the socket
+fails or reaches EOF, or the relay closes (protocol error, :meth:`Relay.close`) — the relay is
+closed with the reason, its last bytes (the ``<error ...>`` packet) are sent if possible and the
+stream is closed. Closing the relay retracts everything the far side asserted here.
+
+The transports only move bytes: the relay's turns run on its scheduler, so a
+:class:`feds.driver.Driver` for that scheduler must be running. The simulator does not use this
+module; it moves bytes between relays itself (:func:`feds.relay.exchange`) on a virtual clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+import trio
+
+from feds.relay import Relay
+
+__all__ = ["connect_tcp", "listener_port", "memory_pair", "pump", "serve_tcp"]
+
+log = logging.getLogger("feds.transport")
+
+RECEIVE_SIZE: Final = 65536
+"""Most bytes read from a stream at once."""
+CLOSE_TIMEOUT: Final = 2.0
+"""Seconds allowed for the last bytes (the error packet) once a relay has closed."""
+
+_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class _Signal:
+    """A level-triggered wakeup: ``set`` from sync code, ``wait`` in a task (one waiter)."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = trio.Event()
+
+
+def _watch(relay: Relay) -> _Signal:
+    """Install a wakeup as the relay's ``on_output`` (replacing any earlier one)."""
+    signal = _Signal()
+    relay.on_output = signal.set
+    return signal
+
+
+async def pump(stream: trio.abc.Stream, relay: Relay, *, receive_size: int = RECEIVE_SIZE) -> None:
+    """Move bytes between ``stream`` and ``relay`` until either ends; then close both.
+
+    The pump takes over ``relay.on_output``. Cancelling it closes the relay too.
+    """
+    signal = _watch(relay)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read_loop, stream, relay, receive_size)
+            await _write_loop(stream, relay, signal)
+            nursery.cancel_scope.cancel()
+    finally:
+        if not relay.closed:
+            relay.close("transport stopped")
+        await trio.aclose_forcefully(stream)
+
+
+async def _read_loop(stream: trio.abc.Stream, relay: Relay, receive_size: int) -> None:
+    try:
+        while not relay.closed:
+            data = await stream.receive_some(receive_size)
+            if not data:
+                relay.close("connection closed by the far side")
+                return
+            relay.receive(data)
+    except _STREAM_ERRORS as e:
+        relay.close(f"connection lost: {e or type(e).__name__}")
+
+
+async def _write_loop(stream: trio.abc.Stream, relay: Relay, signal: _Signal) -> None:
+    """Send the relay's output as it comes; return once it is closed and drained."""
+    while True:
+        data = relay.data_to_send()
+        if data and relay.closed:
+            with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
+                await stream.send_all(data)
+            return
+        if data:
+            try:
+                await stream.send_all(data)
+            except _STREAM_ERRORS as e:
+                relay.close(f"connection lost: {e or type(e).__name__}")
+                return
+        elif relay.closed:
+            return
+        else:
+            await signal.wait()
+
+
+def listener_port(listeners: list[Any]) -> int:
+    """The port the first of ``serve_tcp``'s listeners is bound to (useful after port 0)."""
+    return listeners[0].socket.getsockname()[1]
+
+
+async def serve_tcp(
+    host: str | None,
+    port: int,
+    make_relay: Callable[[], Relay],
+    *,
+    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on ``host``:``port`` and run a fresh relay over every accepted connection.
+
+    ``task_status.started`` receives the listeners (see :func:`listener_port`). One failing
+    connection never stops the server.
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    for listener in listeners:
+        log.info("listening on %s", listener.socket.getsockname()[:2])
+
+    async def handle(stream: trio.SocketStream) -> None:
+        try:
+            peer = stream.socket.getpeername()
+        except OSError:
+            peer = "?"
+        try:
+            relay = make_relay()
+        except Exception:
+            log.exception("cannot make a relay for the connection from %s", peer)
+            await trio.aclose_forcefully(stream)
+            return
+        log.info("accepted a connection from %s", peer)
+        try:
+            await pump(stream, relay)
+        except Exception:
+            log.exception("connection from %s failed", peer)
+        log.info("connection from %s ended: %s", peer, relay.close_reason)
+
+    await trio.serve_listeners(handle, listeners, task_status=task_status)
+
+
+async def connect_tcp(host: str, port: int, relay: Relay) -> None:
+    """Dial ``host``:``port`` and run ``relay`` over the connection until it ends.
+
+    If the connection cannot be made, the relay is closed with the reason and the ``OSError``
+    propagates (so the caller may retry with a new relay).
+    """
+    try:
+        stream = await trio.open_tcp_stream(host, port)
+    except OSError as e:
+        relay.close(f"cannot connect to {host}:{port}: {e}")
+        raise
+    log.info("connected to %s:%d", host, port)
+    await pump(stream, relay)
+    log.info("connection to %s:%d ended: %s", host, port, relay.close_reason)
+
+
+async def memory_pair(relay_a: Relay, relay_b: Relay) -> None:
+    """Link two relays of this process until either closes (then the other closes too).
+
+    Bytes written by one are handed to the other's ``receive`` from a trio task, never from
+    inside a turn, so the relays stay independent of each other's turns. Takes over both relays'
+    ``on_output``. Without trio, move the bytes with :func:`feds.relay.exchange` instead.
+    """
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_shuttle, relay_a, relay_b, _watch(relay_a))
+        nursery.start_soon(_shuttle, relay_b, relay_a, _watch(relay_b))
+
+
+async def _shuttle(source: Relay, sink: Relay, signal: _Signal) -> None:
+    try:
+        while True:
+            data = source.data_to_send()
+            if data:
+                sink.receive(data)
+            elif source.closed:
+                sink.close(f"link closed: {source.close_reason}")
+                return
+            else:
+                await signal.wait()
+    finally:
+        if not source.closed:
+            source.close("link stopped")

@@ -1,0 +1,736 @@
+"""The sans-IO relay: two connection ends wired back to back by copying bytes by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.codec import CodecError, Encoder, FrameDecoder, Limits, decode
+from feds.relay import (
+    CLIENT,
+    PEER,
+    Hello,
+    Relay,
+    WireRef,
+    exchange,
+    negotiate_version,
+)
+from feds.values import Embedded, FrozenDict, Record, Symbol, Value, record
+
+
+class Recorder(Entity):
+    """Records every event, keeping the values behind live handles."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Value]] = []
+        self.live: dict[Handle, Value] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.live[handle] = value
+        self.events.append(("+", value))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        self.events.append(("-", self.live.pop(handle)))
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.events.append(("!", value))
+
+
+def settle(schedulers: list[Scheduler], *pairs: tuple[Relay, Relay]) -> None:
+    """Run turns and copy bytes until nothing moves any more."""
+    for _ in range(1000):
+        ran = sum(s.run_until_idle() for s in schedulers)
+        moved = sum(exchange(a, b) for a, b in pairs)
+        if not ran and not moved:
+            return
+    raise AssertionError("relays never went quiet")
+
+
+def entity_ref(sched: Scheduler, entity: Entity, name: str = "owner") -> tuple[Actor, Ref]:
+    actor = Actor(sched, name)
+    return actor, Ref(actor.root, entity)
+
+
+def act(sched: Scheduler, action: Callable[[Turn], None], actor: Actor | None = None) -> Actor:
+    """Run ``action`` as a turn of ``actor`` (a new one if None)."""
+    if actor is None:
+        return sched.spawn(action)
+    sched.enqueue(actor, actor.root, action)
+    return actor
+
+
+class Link:
+    """A server relay exposing a Recorder and a client relay exposing nothing, wired up."""
+
+    def __init__(self, sched: Scheduler | None = None, client_sched: Scheduler | None = None):
+        self.sched = sched or Scheduler()
+        self.client_sched = client_sched or self.sched
+        self.schedulers = (
+            [self.sched]
+            if self.client_sched is self.sched
+            else [
+                self.sched,
+                self.client_sched,
+            ]
+        )
+        self.recorder = Recorder()
+        _, self.target = entity_ref(self.sched, self.recorder, "server-app")
+        self.ready: dict[str, tuple[Hello, Ref]] = {}
+        self.server = Relay(self.sched, "server", PEER, self.target, on_ready=self._ready("server"))
+        self.client = Relay(self.client_sched, "client", CLIENT, on_ready=self._ready("client"))
+        self.settle()
+        self.proxy = self.ready["client"][1]  # the client's proxy for the server's Recorder
+
+    def _ready(self, side: str) -> Callable[[Turn, Hello, Ref], None]:
+        def ready(turn: Turn, hello: Hello, initial: Ref) -> None:
+            self.ready[side] = (hello, initial)
+
+        return ready
+
+    def settle(self) -> None:
+        settle(self.schedulers, (self.server, self.client))
+
+    def client_act(self, action: Callable[[Turn], None], actor: Actor | None = None) -> Actor:
+        actor = act(self.client_sched, action, actor)
+        self.settle()
+        return actor
+
+    def clean(self) -> bool:
+        """No handles and no membrane entries but the pinned initial ones."""
+        return (
+            self.server.live_handles() == (0, 0)
+            and self.client.live_handles() == (0, 0)
+            and self.server.exported_oids() == {0}
+            and self.server.imported_oids() == {0}
+            and self.client.exported_oids() == set()
+            and self.client.imported_oids() == {0}
+        )
+
+
+# -- handshake and round trips ------------------------------------------------------------------
+
+
+def test_handshake_reports_the_far_hello_and_initial_object() -> None:
+    link = Link()
+    hello, _ = link.ready["server"]
+    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", 1)
+    assert link.ready["client"][0].role == PEER
+    assert link.server.version == link.client.version == 1
+    assert isinstance(link.proxy, Ref) and link.proxy != link.target
+
+
+def test_version_negotiation_picks_the_highest_common_version() -> None:
+    assert negotiate_version(1) == 1
+    assert negotiate_version(7) == 1
+    assert negotiate_version(0) is None
+
+
+def test_assert_retract_and_message_round_trip() -> None:
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.append(t.publish(link.proxy, record("x", 1))))
+    assert link.recorder.events == [("+", record("x", 1))]
+    link.client_act(lambda t: t.message(link.proxy, "hi"), actor)
+    link.client_act(lambda t: t.retract(held[0]), actor)
+    assert link.recorder.events == [("+", record("x", 1)), ("!", "hi"), ("-", record("x", 1))]
+    assert link.clean()
+
+
+def test_sync_answers_after_earlier_events_and_leaves_nothing_behind() -> None:
+    link = Link()
+    seen: list[list] = []
+
+    def boot(t: Turn) -> None:
+        for i in range(3):
+            t.message(link.proxy, i)
+        t.sync(link.proxy, lambda t2: seen.append(list(link.recorder.events)))
+
+    link.client_act(boot)
+    assert seen == [[("!", 0), ("!", 1), ("!", 2)]]
+    assert link.clean()
+
+
+def test_works_across_two_schedulers() -> None:
+    link = Link(Scheduler(), Scheduler())
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.append(t.publish(link.proxy, "across")))
+    assert link.recorder.live and list(link.recorder.live.values()) == ["across"]
+    link.client_act(lambda t: t.retract(held[0]), actor)
+    assert link.recorder.live == {} and link.clean()
+
+
+def test_several_events_of_one_turn_cross_as_one_packet() -> None:
+    link = Link()
+    before_out, before_in = link.client.stats.packets_out, link.server.stats.packets_in
+
+    def boot(t: Turn) -> None:
+        t.publish(link.proxy, 1)
+        t.publish(link.proxy, 2)
+        t.message(link.proxy, 3)
+
+    link.client_act(boot)
+    assert link.client.stats.packets_out - before_out == 1
+    assert link.server.stats.packets_in - before_in == 1
+    assert link.server.stats.events_in == 3 and link.client.stats.events_out == 3
+    assert [v for _, v in link.recorder.events] == [1, 2, 3]
+
+
+def test_adds_before_removes_across_the_wire() -> None:
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.append(t.publish(link.proxy, "old")))
+    link.client_act(lambda t: held.append(t.replace(link.proxy, held[0], "new")), actor)
+    assert link.recorder.events == [("+", "old"), ("+", "new"), ("-", "old")]
+    assert list(link.recorder.live.values()) == ["new"]
+
+
+def test_the_hand_built_turn_packet_is_an_ordinary_record() -> None:
+    link = Link()
+    start = link.client.stats.bytes_out
+    act(link.client_sched, lambda t: t.message(link.proxy, ("x", 1)))
+    link.client_sched.run_until_idle()
+    data = link.client.data_to_send()
+    assert len(data) == link.client.stats.bytes_out - start
+    frames = FrameDecoder()
+    frames.feed(data)
+    expected = Record(Symbol("turn"), (((0, record("message", ("x", 1))),),))
+    assert list(frames) == [expected]
+    link.server.receive(data)
+    link.settle()
+    assert link.recorder.events == [("!", ("x", 1))]
+
+
+# -- membranes --------------------------------------------------------------------------------
+
+
+def test_capability_passing_and_membranes_freed_afterwards() -> None:
+    link = Link()
+    back = Recorder()
+    _, back_ref = entity_ref(link.client_sched, back, "client-app")
+    held: list[Handle] = []
+    actor = link.client_act(
+        lambda t: held.append(t.publish(link.proxy, record("reply-to", back_ref)))
+    )
+
+    (value,) = link.recorder.live.values()
+    far_back = value.fields[0]
+    assert isinstance(far_back, Ref) and far_back != back_ref
+    assert link.client.exported_oids() == {1} and link.server.imported_oids() == {0, 1}
+
+    # The server uses the capability: asserts at it, and also sends it back to its owner.
+    server_held: list[Handle] = []
+
+    def server_side(t: Turn) -> None:
+        server_held.append(t.publish(far_back, "pong"))
+        server_held.append(t.publish(far_back, record("echo", far_back)))
+
+    server_actor = act(link.sched, server_side)
+    link.settle()
+    assert back.live and set(back.live.values()) == {"pong", record("echo", back_ref)}
+    echoed = next(v for v in back.live.values() if v != "pong").fields[0]
+    assert echoed == back_ref  # a proxy of this connection goes back as the original object
+
+    act(link.sched, lambda t: [t.retract(h) for h in server_held], server_actor)
+    link.settle()
+    assert back.live == {}
+    assert link.client.exported_oids() == {1}  # the client's assertion still mentions it
+    link.client_act(lambda t: t.retract(held[0]), actor)
+    assert link.recorder.live == {} and link.clean()
+
+
+def test_the_same_object_arrives_as_equal_refs() -> None:
+    link = Link()
+    _, mine = entity_ref(link.client_sched, Recorder(), "client-app")
+    link.client_act(lambda t: (t.publish(link.proxy, (1, mine)), t.publish(link.proxy, (2, mine))))
+    first, second = (v[1] for v in link.recorder.live.values())
+    assert first == second and hash(first) == hash(second)
+    assert link.client.exported_oids() == {1}
+
+
+def test_refs_in_messages_are_counted_transiently() -> None:
+    link = Link()
+    _, mine = entity_ref(link.client_sched, Recorder(), "client-app")
+    link.client_act(lambda t: t.message(link.proxy, record("req", mine)))
+    assert link.recorder.events[0][1].fields[0].__class__ is Ref
+    assert link.clean()
+
+
+def test_a_late_event_to_a_freed_oid_is_dropped_quietly() -> None:
+    link = Link()
+    back = Recorder()
+    _, back_ref = entity_ref(link.client_sched, back, "client-app")
+    link.client_act(lambda t: t.message(link.proxy, back_ref))
+    far_back = link.recorder.events[0][1]
+    assert link.clean()  # freed on both sides: the reference only travelled in a message
+    act(link.sched, lambda t: t.message(far_back, "too late"))
+    link.settle()
+    assert back.events == [] and not link.client.closed and not link.server.closed
+
+
+def test_a_ref_from_another_connection_is_exported_as_a_local_object() -> None:
+    sched = Scheduler()
+    first, second = Link(sched), Link(sched)
+    # The first link's client passes the proxy of the second link's server to its own server.
+    link_actor = first.client_act(lambda t: t.publish(first.proxy, record("via", second.proxy)))
+    settle([sched], (first.server, first.client), (second.server, second.client))
+    (value,) = first.recorder.live.values()
+    act(sched, lambda t: t.message(value.fields[0], "hop"))
+    settle([sched], (first.server, first.client), (second.server, second.client))
+    assert second.recorder.events == [("!", "hop")]
+    assert link_actor is not None and first.client.exported_oids() == {1}
+
+
+# -- connection loss ----------------------------------------------------------------------------
+
+
+def test_connection_loss_retracts_the_far_sides_assertions() -> None:
+    link = Link()
+    _, mine = entity_ref(link.client_sched, Recorder(), "client-app")
+    actor = link.client_act(
+        lambda t: (t.publish(link.proxy, "a"), t.publish(link.proxy, record("cap", mine)))
+    )
+    assert len(link.recorder.live) == 2
+    closes: list[Relay] = []
+    link.server.on_close = closes.append
+    link.server.close("connection lost")
+    link.sched.run_until_idle()
+    assert link.recorder.live == {}
+    assert closes == [link.server] and link.server.close_reason == "connection lost"
+    assert link.server.exported_oids() == set() and link.server.imported_oids() == set()
+    assert link.server.live_handles() == (0, 0) and not link.server.actor.alive
+    # The client learns of it from the error packet; its proxies then drop everything.
+    link.settle()
+    assert link.client.closed and link.client.close_reason == "peer error: connection lost"
+    link.client_act(lambda t: t.publish(link.proxy, "after"), actor)
+    assert link.client.data_to_send() == b"" and link.client.exported_oids() == set()
+
+
+def test_a_crash_of_the_relay_actor_closes_the_connection() -> None:
+    sched = Scheduler()
+    rec = Recorder()
+    _, target = entity_ref(sched, rec)
+
+    def boom(turn: Turn, hello: Hello, initial: Ref) -> None:
+        raise RuntimeError("boom")
+
+    server = Relay(sched, "server", PEER, target, on_ready=boom)
+    client = Relay(sched, "client", CLIENT)
+    settle([sched], (server, client))
+    assert server.closed and "relay actor stopped" in (server.close_reason or "")
+    assert client.closed
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+class RawHooks:
+    """Lets a test put WireRefs on the wire directly."""
+
+    def encode_embedded(self, obj: Embedded) -> Value:
+        assert isinstance(obj, WireRef)
+        return (obj.kind, obj.oid)
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        return WireRef(*v)
+
+
+RAW = Encoder(RawHooks())
+HELLO = record("hello", 1, Symbol("peer"), "raw", FrozenDict())
+
+
+def frames(*packets: Value) -> bytes:
+    return b"".join(RAW.encode_frame(p) for p in packets)
+
+
+def turn(*events: tuple[int, Record]) -> Record:
+    return record("turn", tuple(events))
+
+
+def victim(**kwargs: object) -> tuple[Scheduler, Relay, Recorder, Link]:
+    """A server relay talking to a raw far side, plus a healthy link on the same scheduler."""
+    sched = Scheduler()
+    rec = Recorder()
+    _, target = entity_ref(sched, rec)
+    relay = Relay(sched, "victim", PEER, target, **kwargs)  # type: ignore[arg-type]
+    relay.data_to_send()
+    return sched, relay, rec, Link(sched)
+
+
+def error_packet(relay: Relay) -> Record:
+    decoder = FrameDecoder(embedded=RawHooks())
+    decoder.feed(relay.data_to_send())
+    *_, last = list(decoder)
+    return last
+
+
+BAD_INPUTS = [
+    ("garbage frame", b"\x00\x00\x00\x02\xc1\xc1", "bad frame"),
+    ("not a record", frames(HELLO, 42), "unknown packet"),
+    ("unknown packet", frames(HELLO, record("bogus", 1)), "unknown packet bogus"),
+    ("before hello", frames(turn()), "packet before hello: turn"),
+    ("hello twice", frames(HELLO, HELLO), "duplicate hello"),
+    ("hello shape", frames(record("hello", 1, Symbol("peer"))), "malformed hello"),
+    ("hello role", frames(record("hello", 1, Symbol("boss"), "x", FrozenDict())), "role"),
+    ("old version", frames(record("hello", 0, Symbol("peer"), "x", FrozenDict())), "version 0"),
+    ("malformed turn", frames(HELLO, record("turn", 1, 2)), "malformed turn"),
+    ("unknown event", frames(HELLO, turn((0, record("frob", 1)))), "unknown event frob"),
+    ("event arity", frames(HELLO, turn((0, record("message", 1, 2)))), "unknown event message"),
+    ("event shape", frames(HELLO, turn((0,))), "malformed event"),
+    ("unknown oid", frames(HELLO, turn((99, record("message", 1)))), "unknown oid 99"),
+    (
+        "unknown yours oid",
+        frames(HELLO, turn((0, record("message", WireRef(1, 42))))),
+        "unknown oid 42",
+    ),
+    (
+        "handle reused",
+        frames(HELLO, turn((0, record("assert", 1, 5)), (0, record("assert", 2, 5)))),
+        "handle 5 reused",
+    ),
+    ("unknown handle", frames(HELLO, turn((0, record("retract", 7)))), "unknown handle 7"),
+    (
+        "retracted twice",
+        frames(HELLO, turn((0, record("assert", 1, 5))), turn((0, record("retract", 5))))
+        + frames(turn((0, record("retract", 5)))),
+        "unknown handle 5",
+    ),
+    ("bad handle", frames(HELLO, turn((0, record("assert", 1, -1)))), "handle"),
+    ("sync peer", frames(HELLO, turn((0, record("sync", 3)))), "peer of a sync"),
+    (
+        "embedded in hello",
+        frames(record("hello", 1, Symbol("peer"), WireRef(0, 1), FrozenDict())),
+        "embedded reference outside",
+    ),
+    ("bad embedded", b"", "malformed embedded reference"),  # built below
+]
+
+
+def _bad_embedded() -> bytes:
+    class Liar(RawHooks):
+        def encode_embedded(self, obj: Embedded) -> Value:
+            return "not a wire ref"
+
+    return frames(HELLO) + Encoder(Liar()).encode_frame(turn((0, record("message", WireRef(0, 1)))))
+
+
+BAD_INPUTS[-1] = ("bad embedded", _bad_embedded(), "malformed embedded reference")
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS]
+)
+def test_bad_input_closes_only_that_connection(data: bytes, reason: str) -> None:
+    sched, relay, rec, healthy = victim()
+    relay.receive(data)
+    sched.run_until_idle()
+    assert relay.closed and reason in (relay.close_reason or ""), relay.close_reason
+    err = error_packet(relay)
+    assert err.label == Symbol("error") and err.fields[0] == relay.close_reason
+    assert rec.live == {} and not relay.actor.alive
+    relay.receive(frames(HELLO))  # ignored once closed
+    healthy.client_act(lambda t: t.publish(healthy.proxy, "still fine"))
+    assert list(healthy.recorder.live.values()) == ["still fine"]
+    assert not healthy.server.closed and sched.crashes == []
+
+
+def test_a_bad_packet_has_no_effect_at_all() -> None:
+    sched, relay, rec, _ = victim()
+    relay.receive(frames(HELLO, turn((0, record("assert", "x", 1)), (0, record("retract", 9)))))
+    sched.run_until_idle()
+    assert relay.closed and rec.events == []
+
+
+def test_limits_close_the_connection() -> None:
+    cases = [
+        (Limits(max_frame_size=64), frames(HELLO, turn((0, record("message", "x" * 100)))), "max"),
+        (
+            Limits(max_depth=8),
+            frames(HELLO, turn((0, record("message", ((((((1,),),),),),))))),
+            "dep",
+        ),
+        (
+            Limits(max_collection_length=20),
+            frames(HELLO, turn((0, record("message", tuple(range(30)))))),
+            "too long",
+        ),
+    ]
+    for limits, data, reason in cases:
+        _, relay, _, healthy = victim(limits=limits)
+        relay.receive(data)
+        assert relay.closed and reason in (relay.close_reason or ""), relay.close_reason
+        healthy.client_act(lambda t, h=healthy: t.message(h.proxy, "ok"))
+        assert healthy.recorder.events == [("!", "ok")]
+
+
+def test_too_many_live_handles_closes_the_connection() -> None:
+    sched, relay, rec, _ = victim(max_handles=2)
+    relay.receive(frames(HELLO, turn(*[(0, record("assert", i, i)) for i in range(2)])))
+    sched.run_until_idle()
+    assert not relay.closed and len(rec.live) == 2
+    relay.receive(frames(turn((0, record("assert", 3, 3)))))
+    sched.run_until_idle()
+    assert relay.closed and "too many live handles" in (relay.close_reason or "")
+    assert rec.live == {}
+
+
+def test_authentication_can_reject_a_hello() -> None:
+    def check(hello: Hello) -> str | None:
+        return None if hello.auth.get("key") == "s3cret" else "bad key"
+
+    sched, relay, _, _ = victim(authenticate=check)
+    relay.receive(frames(HELLO))
+    assert relay.closed and relay.close_reason == "authentication failed: bad key"
+
+    sched = Scheduler()
+    server = Relay(sched, "server", PEER, authenticate=check)
+    client = Relay(sched, "client", CLIENT, auth={"key": "s3cret"})
+    settle([sched], (server, client))
+    assert not server.closed and server.remote_hello is not None
+    assert server.remote_hello.auth == FrozenDict({"key": "s3cret"})
+
+
+def test_a_peer_error_packet_closes_without_answering() -> None:
+    _, relay, _, _ = victim()
+    relay.receive(frames(HELLO, record("error", "going away", None)))
+    assert relay.closed and relay.close_reason == "peer error: going away"
+    assert relay.data_to_send() == b""
+
+
+def test_events_to_a_missing_initial_object_are_dropped() -> None:
+    sched = Scheduler()
+    a = Relay(sched, "a", PEER)
+    b = Relay(sched, "b", PEER)
+    proxies: list[Ref] = []
+    a.on_ready = lambda t, h, r: proxies.append(r)
+    settle([sched], (a, b))
+    act(sched, lambda t: (t.publish(proxies[0], 1), t.message(proxies[0], 2)))
+    synced: list[bool] = []
+    act(sched, lambda t: t.sync(proxies[0], lambda t2: synced.append(True)))
+    settle([sched], (a, b))
+    assert not a.closed and not b.closed and synced == [True]
+
+
+# -- hypothesis: garbage never escapes receive ----------------------------------------------------
+
+
+def valid_stream() -> bytes:
+    return frames(
+        HELLO,
+        turn((0, record("assert", record("x", 1, "two", 3.0), 1)), (0, record("message", b"b"))),
+        turn((0, record("assert", (WireRef(0, 5), WireRef(1, 0)), 2))),
+        turn((0, record("sync", WireRef(0, 6))), (0, record("retract", 1))),
+    )
+
+
+def feed_and_run(data: bytes, chunk: int) -> None:
+    sched, relay, _, _ = victim()
+    for i in range(0, len(data), chunk):
+        relay.receive(data[i : i + chunk])  # must not raise
+    sched.run_until_idle()
+    assert sched.crashes == []
+    assert relay.closed == (relay.close_reason is not None)
+
+
+@given(st.binary(max_size=300), st.integers(1, 64))
+def test_random_bytes_never_escape_receive(data: bytes, chunk: int) -> None:
+    feed_and_run(data, chunk)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=8),
+    st.integers(0, 2),
+    st.integers(1, 64),
+)
+def test_mutated_valid_packets_never_escape_receive(
+    edits: list[tuple[int, int]], mode: int, chunk: int
+) -> None:
+    data = bytearray(valid_stream())
+    for pos, byte in edits:
+        pos %= len(data)
+        if mode == 0:
+            data[pos] = byte
+        elif mode == 1:
+            data.insert(pos, byte)
+        else:
+            del data[pos]
+    feed_and_run(bytes(data), chunk)
+
+
+def test_the_valid_stream_is_accepted() -> None:
+    sched, relay, rec, _ = victim()
+    relay.receive(valid_stream())
+    sched.run_until_idle()
+    assert not relay.closed, relay.close_reason
+    assert len(rec.live) == 1
+
+
+# -- the on_commit hook of the actor engine ------------------------------------------------------
+
+
+def test_on_commit_runs_after_the_turn_commits_and_never_for_a_failed_turn() -> None:
+    sched = Scheduler()
+    rec = Recorder()
+    _, target = entity_ref(sched, rec)
+    calls: list[str] = []
+
+    def good(t: Turn) -> None:
+        t.on_commit(lambda: calls.append("first"))
+        t.message(target, "m")
+        t.on_commit(lambda: calls.append("second"))
+
+    def bad(t: Turn) -> None:
+        t.on_commit(lambda: calls.append("never"))
+        raise RuntimeError("fails")
+
+    sched.spawn(good)
+    sched.spawn(bad)
+    sched.run_until_idle()
+    assert calls == ["first", "second"] and rec.events == [("!", "m")]
+
+
+def test_codec_errors_in_outgoing_values_drop_only_that_event() -> None:
+    link = Link()
+
+    class NotAValue(Embedded):
+        pass
+
+    held: list[Handle] = []
+
+    def boot(t: Turn) -> None:
+        held.append(t.publish(link.proxy, NotAValue()))
+        t.publish(link.proxy, "fine")
+
+    actor = link.client_act(boot)
+    assert list(link.recorder.live.values()) == ["fine"]
+    link.client_act(lambda t: t.retract(held[0]), actor)
+    assert not link.client.closed and not link.server.closed
+    with pytest.raises(CodecError):
+        decode(b"\xc1")
+
+
+# -- protocols/wire.md is checked against the code ----------------------------------------------
+
+WIRE_MD = Path(__file__).resolve().parent.parent / "protocols" / "wire.md"
+SAMPLE_FIELDS: dict[str, Value] = {
+    "version": 1,
+    "role": Symbol("peer"),
+    "name": "doc",
+    "auth": FrozenDict(),
+    "value": record("v", 1),
+    "handle": 3,
+    "peer": WireRef(0, 1),
+    "reason": "why",
+    "detail": None,
+}
+
+
+def doc_table(heading: str) -> list[list[str]]:
+    """The rows (cells stripped) of the first table after ``## heading`` in wire.md."""
+    text = WIRE_MD.read_text(encoding="utf-8").split(f"\n## {heading}\n", 1)[1]
+    rows = [line for line in text.split("\n## ", 1)[0].splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
+
+
+def doc_forms(heading: str) -> dict[str, list[str]]:
+    """``{label: [field names]}`` of the record forms in the first column of a table."""
+    forms = {}
+    for cells in doc_table(heading):
+        label, *fields = cells[0].strip("`<>").split()
+        forms[label] = fields
+    return forms
+
+
+def sample(label: str, fields: list[str]) -> Record:
+    return record(label, *(SAMPLE_FIELDS[f] for f in fields))
+
+
+def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
+    packets, events = doc_forms("Packets"), doc_forms("Events")
+    assert set(packets) == {"hello", "turn", "error"}
+    assert set(events) == {"assert", "retract", "message", "sync"}
+    hello = sample("hello", packets["hello"])
+    first = sample("assert", events["assert"])
+    stream = [hello, turn((0, first))]
+    stream += [turn((0, sample(label, fields))) for label, fields in events.items()]
+    sched, relay, rec, _ = victim()
+    relay.receive(frames(*stream[:2]))
+    sched.run_until_idle()
+    assert not relay.closed and list(rec.live.values()) == [record("v", 1)]
+    relay.receive(frames(turn((0, sample("retract", events["retract"])))))
+    for label in ("message", "sync"):
+        relay.receive(frames(turn((0, sample(label, events[label])))))
+    sched.run_until_idle()
+    assert not relay.closed, relay.close_reason
+    relay.receive(frames(sample("error", packets["error"])))
+    assert relay.close_reason == "peer error: why"
+
+
+def test_the_documented_error_reasons_exist_in_the_code() -> None:
+    source = (Path(__file__).resolve().parent.parent / "feds" / "relay.py").read_text()
+    reasons = [cells[1] for cells in doc_table("Protocol errors")]
+    assert len(reasons) >= 15
+    for cell in reasons:
+        reason = cell.split("`")[1]
+        for stop in (" N", " A", " LABEL", ": ", "..."):
+            reason = reason.split(stop)[0]
+        assert reason in source, reason
+
+
+# -- larger scenarios -------------------------------------------------------------------------
+
+
+def test_a_turn_too_big_for_one_frame_is_split_and_a_huge_event_dropped() -> None:
+    sched = Scheduler()
+    rec = Recorder()
+    _, target = entity_ref(sched, rec)
+    limits = Limits(max_frame_size=300)
+    server = Relay(sched, "server", PEER, target, limits=limits)
+    proxies: list[Ref] = []
+    client = Relay(
+        sched, "client", CLIENT, limits=limits, on_ready=lambda t, h, r: proxies.append(r)
+    )
+    settle([sched], (server, client))
+    before = client.stats.packets_out
+
+    def boot(t: Turn) -> None:
+        for i in range(10):
+            t.message(proxies[0], (i, "x" * 50))
+        t.message(proxies[0], "y" * 1000)
+
+    act(sched, boot)
+    settle([sched], (server, client))
+    assert [v[0] for _, v in rec.events] == list(range(10))
+    assert client.stats.packets_out - before > 1 and not server.closed
+
+
+def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:
+    from feds.dataspace import Dataspace, observe
+    from feds.pattern_forms import bind, rec_group
+
+    sched = Scheduler()
+    ds = Dataspace()
+    _, ds_ref = entity_ref(sched, ds, "dataspace")
+    server = Relay(sched, "server", PEER, ds_ref)
+    proxies: list[Ref] = []
+    client = Relay(sched, "client", CLIENT, on_ready=lambda t, h, r: proxies.append(r))
+    settle([sched], (server, client))
+    rec = Recorder()
+    _, observer = entity_ref(sched, rec, "observer")
+    held: list[Handle] = []
+    pattern = rec_group(Symbol("present"), [bind()])
+    app = act(sched, lambda t: held.append(t.publish(proxies[0], observe(pattern, observer))))
+    local = act(sched, lambda t: held.append(t.publish(ds_ref, record("present", "alice"))))
+    settle([sched], (server, client))
+    assert rec.events == [("+", ("alice",))]
+    act(sched, lambda t: t.retract(held[1]), local)
+    act(sched, lambda t: t.publish(proxies[0], record("present", "bob")), app)
+    settle([sched], (server, client))
+    assert rec.events[1:] == [("-", ("alice",)), ("+", ("bob",))]
+    client.close("bye")
+    settle([sched], (server, client))
+    assert len(ds) == 0 and server.exported_oids() == set()

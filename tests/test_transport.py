@@ -1,0 +1,172 @@
+"""trio transports: real TCP on 127.0.0.1 and in-process memory links, driven by feds.driver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.codec import FrameDecoder, encode_frame
+from feds.driver import Driver
+from feds.relay import CLIENT, PEER, Hello, Relay
+from feds.transport import connect_tcp, listener_port, memory_pair, serve_tcp
+from feds.values import Symbol, Value, record
+
+
+class Recorder(Entity):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Value]] = []
+        self.live: dict[Handle, Value] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.live[handle] = value
+        self.events.append(("+", value))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        self.events.append(("-", self.live.pop(handle)))
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.events.append(("!", value))
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    with trio.fail_after(timeout):
+        while not condition():
+            await trio.sleep(0.002)
+
+
+class Side:
+    """A scheduler with its driver running in ``nursery``."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self.sched = Scheduler()
+        self.driver = Driver(self.sched)
+        nursery.start_soon(self.driver.run)
+
+    def exposing(self, entity: Entity) -> Ref:
+        return Ref(Actor(self.sched, "app").root, entity)
+
+    def client_relay(self, name: str = "client") -> tuple[Relay, list[Ref]]:
+        proxies: list[Ref] = []
+
+        def ready(turn: Turn, hello: Hello, initial: Ref) -> None:
+            proxies.append(initial)
+
+        return Relay(self.sched, name, CLIENT, on_ready=ready), proxies
+
+    def act(self, action: Callable[[Turn], None], actor: Actor | None = None) -> Actor:
+        if actor is None:
+            return self.sched.spawn(action)
+        self.sched.enqueue(actor, actor.root, action)
+        return actor
+
+
+async def test_tcp_assert_retract_and_loss_of_the_client(nursery: trio.Nursery) -> None:
+    server, client = Side(nursery), Side(nursery)
+    rec = Recorder()
+    target = server.exposing(rec)
+    accepted: list[Relay] = []
+
+    def make_relay() -> Relay:
+        accepted.append(Relay(server.sched, "server", PEER, target))
+        return accepted[-1]
+
+    listeners = await nursery.start(serve_tcp, "127.0.0.1", 0, make_relay)
+    port = listener_port(listeners)
+
+    relay, proxies = client.client_relay()
+    connection = trio.CancelScope()
+
+    async def dial() -> None:
+        with connection:
+            await connect_tcp("127.0.0.1", port, relay)
+
+    nursery.start_soon(dial)
+    await eventually(lambda: bool(proxies))
+    held: list[Handle] = []
+    actor = client.act(lambda t: held.append(t.publish(proxies[0], record("x", 1))))
+    await eventually(lambda: list(rec.live.values()) == [record("x", 1)])
+    client.act(lambda t: t.retract(held[0]), actor)
+    await eventually(lambda: rec.live == {})
+    client.act(lambda t: (t.publish(proxies[0], "kept"), t.message(proxies[0], "m")), actor)
+    await eventually(lambda: list(rec.live.values()) == ["kept"])
+    assert rec.events[-1] == ("!", "m")
+    connection.cancel()  # kill the client's connection
+    await eventually(lambda: rec.live == {} and accepted[0].closed)
+    assert relay.closed and accepted[0].close_reason is not None
+    assert not accepted[0].actor.alive
+
+
+async def test_tcp_protocol_error_closes_only_that_connection(nursery: trio.Nursery) -> None:
+    server, client = Side(nursery), Side(nursery)
+    rec = Recorder()
+    target = server.exposing(rec)
+    accepted: list[Relay] = []
+
+    def make_relay() -> Relay:
+        accepted.append(Relay(server.sched, "server", PEER, target))
+        return accepted[-1]
+
+    port = listener_port(await nursery.start(serve_tcp, "127.0.0.1", 0, make_relay))
+
+    # A raw client that speaks nonsense gets an error packet, then EOF.
+    raw = await trio.open_tcp_stream("127.0.0.1", port)
+    await raw.send_all(encode_frame(record("nonsense")))
+    received = bytearray()
+    with trio.fail_after(5):
+        while chunk := await raw.receive_some(65536):
+            received += chunk
+    await raw.aclose()
+    frames = FrameDecoder()
+    frames.feed(received)
+    packets = list(frames)
+    assert packets[0].label == Symbol("hello")
+    assert packets[-1] == record("error", "packet before hello: nonsense", None)
+
+    # The server still serves everyone else.
+    relay, proxies = client.client_relay()
+    nursery.start_soon(connect_tcp, "127.0.0.1", port, relay)
+    await eventually(lambda: bool(proxies))
+    client.act(lambda t: t.publish(proxies[0], "fine"))
+    await eventually(lambda: list(rec.live.values()) == ["fine"])
+    relay.close("done")
+    await eventually(lambda: rec.live == {} and accepted[-1].closed)
+    assert accepted[-1].close_reason == "peer error: done"
+
+
+async def test_connect_to_nothing_closes_the_relay() -> None:
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # nothing listens there now
+    relay = Relay(Scheduler(), "client", CLIENT)
+    try:
+        await connect_tcp("127.0.0.1", port, relay)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("expected the connection to fail")
+    assert relay.closed and "cannot connect" in (relay.close_reason or "")
+
+
+async def test_memory_pair_links_two_relays_in_one_process(nursery: trio.Nursery) -> None:
+    side = Side(nursery)
+    rec = Recorder()
+    server = Relay(side.sched, "server", PEER, side.exposing(rec))
+    client, proxies = side.client_relay()
+    nursery.start_soon(memory_pair, server, client)
+    await eventually(lambda: bool(proxies))
+    held: list[Handle] = []
+    synced: list[bool] = []
+
+    def boot(t: Turn) -> None:
+        held.append(t.publish(proxies[0], "a"))
+        t.sync(proxies[0], lambda t2: synced.append(True))
+
+    side.act(boot)
+    await eventually(lambda: synced == [True])
+    assert list(rec.live.values()) == ["a"]
+    server.close("shutting down")
+    await eventually(lambda: client.closed and rec.live == {})
+    assert client.close_reason == "peer error: shutting down"
