@@ -1,0 +1,243 @@
+"""An overlay node: one fragment dataspace, its links, and local access for applications.
+
+A node lives in one actor. Its entities:
+
+* the **fragment** — a :class:`~feds.dataspace.Dataspace` speaking the protocol's envelopes;
+* **local access** — what applications talk to. It wraps each assertion and message in the
+  protocol's envelope before it enters the fragment, so the fragment looks like a plain dataspace;
+  a ``sync`` at local access is a *federated* sync (below);
+* the **node service** — what a neighbour talks to. A child asserts
+  ``<uplink child-fragment child-service reply>`` at its parent's service; the parent answers
+  ``<accepted parent-fragment>`` at ``reply``, and both sides run the protocol's half-link for as
+  long as those assertions last. A lost connection retracts them, which tears the link down.
+
+Federated sync (``protocols/wire.md`` has the records): a sync wave. The node flushes locally
+(syncs its own actor until a round passes with no work), asserts ``<fsync from reply>`` at every
+neighbour's service but the one the request came from, waits for every reply (a message ``#t`` at
+``reply``), retracts the requests, flushes again, and answers. (Requests are assertions so that
+the ``reply`` capability stays alive across the wire until it is used.)
+Links are FIFO and each node answers only after its own subtree did, so when the answer arrives
+every effect of the caller's earlier actions has reached every node and every answer has come
+back. It costs two messages per tree edge; see ``docs/protocols.md`` for the epoch alternative.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
+from feds.dataspace import Dataspace
+from feds.protocols import Protocol, make_protocol
+from feds.values import Record, Symbol, Value
+
+log = logging.getLogger("feds.node")
+
+UPLINK = Symbol("uplink")
+ACCEPTED = Symbol("accepted")
+FSYNC = Symbol("fsync")
+
+
+class Node:
+    """One overlay node. Its refs exist once the scheduler has run its first turn."""
+
+    def __init__(self, scheduler: Scheduler, name: str, protocol: Protocol | str) -> None:
+        self.name = name
+        self.protocol = make_protocol(protocol) if isinstance(protocol, str) else protocol
+        self.dataspace = Dataspace()
+        self.neighbours: dict[Ref, Ref] = {}
+        """Neighbour node service → that neighbour's fragment."""
+        self.parent_service: Ref | None = None
+        self.fragment: Ref
+        self.service: Ref
+        self.access: Ref
+        self.facet: Facet
+        self.actor = scheduler.spawn(self._boot, name=f"node {name}")
+
+    def _boot(self, turn: Turn) -> None:
+        self.facet = turn.facet
+        self.fragment = turn.ref(self.dataspace)
+        self.service = turn.ref(NodeService(self))
+        self.access = turn.ref(LocalAccess(self))
+        self.protocol.setup(turn, self)
+
+    # -- links ------------------------------------------------------------------------------
+
+    def join(self, turn: Turn, parent_service: Ref) -> Facet:
+        """Ask the node behind ``parent_service`` to be our parent (runs in a node turn).
+
+        Returns the facet of the uplink: stopping it withdraws the request and the link.
+        """
+
+        def start(t: Turn) -> None:
+            reply = t.ref(_UplinkReply(self, parent_service))
+            t.publish(parent_service, Record(UPLINK, (self.fragment, self.service, reply)))
+
+        return turn.new_facet(start)
+
+    def _link_up(self, turn: Turn, service: Ref, fragment: Ref, is_parent: bool) -> Facet:
+        def start(t: Turn) -> None:
+            self.neighbours[service] = fragment
+            if is_parent:
+                self.parent_service = service
+            self.protocol.link(t, self, fragment, is_parent)
+            t.on_stop(lambda t: self._link_down(service))
+
+        return turn.new_facet(start)
+
+    def _link_down(self, service: Ref) -> None:
+        self.neighbours.pop(service, None)
+        if self.parent_service == service:
+            self.parent_service = None
+
+    # -- sync -------------------------------------------------------------------------------
+
+    def local_flush(self, turn: Turn, then: TurnAction) -> None:
+        """Run ``then`` once this node's actor has done everything queued for it."""
+        actor = self.actor
+        mark = actor.work
+
+        def check(t: Turn) -> None:
+            nonlocal mark
+            if actor.work == mark:
+                then(t)
+            else:
+                mark = actor.work
+                t.sync(self.fragment, check)
+
+        turn.sync(self.fragment, check)
+
+    def federated_sync(self, turn: Turn, exclude: Ref | None, then: TurnAction) -> None:
+        """Run ``then`` once every earlier effect has reached every node in the tree and back."""
+
+        def flood(t: Turn) -> None:
+            others = [s for s in self.neighbours if s != exclude]
+            if not others:
+                self.local_flush(t, then)
+                return
+            waiting = len(others)
+            requests: list[Handle] = []
+
+            def one_back(t: Turn) -> None:
+                nonlocal waiting
+                waiting -= 1
+                if waiting == 0:
+                    for handle in requests:
+                        t.retract(handle)
+                    self.local_flush(t, then)
+
+            # Asserted, not sent: an assertion keeps the reply reference alive across the wire
+            # until the answer has come back.
+            for service in others:
+                request = Record(FSYNC, (self.service, t.ref(_Once(one_back))))
+                requests.append(t.publish(service, request))
+
+        self.local_flush(turn, flood)
+
+    def status(self) -> dict[str, Value]:
+        """Figures for ``feds status``."""
+        return {
+            "name": self.name,
+            "protocol": self.protocol.name,
+            "fragment-assertions": len(self.dataspace),
+            "index-handlers": self.dataspace.index.handler_count(),
+            "neighbours": len(self.neighbours),
+            "has-parent": self.parent_service is not None,
+        }
+
+
+class _Once(Entity):
+    """Runs a callback on the first message it receives."""
+
+    def __init__(self, callback: TurnAction) -> None:
+        self.callback: TurnAction | None = callback
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        if self.callback is not None:
+            callback, self.callback = self.callback, None
+            callback(turn)
+
+
+class _UplinkReply(Entity):
+    """The child's side of the uplink handshake: runs the half-link while accepted."""
+
+    def __init__(self, node: Node, parent_service: Ref) -> None:
+        self.node = node
+        self.parent_service = parent_service
+        self.facets: dict[Handle, Facet] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        if _is_record(value, ACCEPTED, 1) and value.fields[0].__class__ is Ref:
+            self.facets[handle] = self.node._link_up(
+                turn, self.parent_service, value.fields[0], is_parent=True
+            )
+        else:
+            log.warning("node %s: unexpected uplink reply %r", self.node.name, value)
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        facet = self.facets.pop(handle, None)
+        if facet is not None:
+            turn.stop(facet)
+
+
+class NodeService(Entity):
+    """What neighbours talk to: uplink requests from children and federated sync waves."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.children: dict[Handle, Facet] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        if _is_record(value, FSYNC, 2) and all(f.__class__ is Ref for f in value.fields):
+            sender, reply = value.fields
+            self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))
+            return
+        if not (_is_record(value, UPLINK, 3) and all(f.__class__ is Ref for f in value.fields)):
+            log.warning("node %s: ignoring %r at the node service", self.node.name, value)
+            return
+        fragment, service, reply = value.fields
+        node = self.node
+        facet = node._link_up(turn, service, fragment, is_parent=False)
+        self.children[handle] = facet
+        turn.in_facet(facet, lambda t: t.publish(reply, Record(ACCEPTED, (node.fragment,))))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        facet = self.children.pop(handle, None)
+        if facet is not None:
+            turn.stop(facet)
+
+
+class LocalAccess(Entity):
+    """Makes the fragment look like a plain dataspace to applications."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.handles: dict[Handle, Handle] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        node = self.node
+        self.handles[handle] = turn.publish(node.fragment, node.protocol.wrap(node, value))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        mine = self.handles.pop(handle, None)
+        if mine is not None:
+            turn.retract(mine)
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        node = self.node
+        turn.message(node.fragment, node.protocol.wrap(node, value))
+
+    def on_sync(self, turn: Turn, peer: Ref) -> None:
+        self.node.federated_sync(turn, None, lambda t: t.message(peer, True))
+
+
+def _is_record(value: Value, label: Symbol, arity: int) -> bool:
+    return value.__class__ is Record and value.label == label and len(value.fields) == arity
+
+
+def connect_in_process(scheduler: Scheduler, child: Node, parent: Node) -> None:
+    """Link two nodes of one scheduler directly by refs (no wire); both must have booted."""
+    scheduler.enqueue(child.actor, child.facet, lambda t: child.join(t, parent.service))
+
+
+Linker = Callable[[Node, Node], None]

@@ -1,0 +1,67 @@
+"""The "observer-flood" protocol: every subscription floods the whole tree.
+
+Schema (seed): ``From = <from @fragment #:any @body any>``, ``At = <at @observer #:any @item any>``.
+
+* Local access at fragment ``f`` wraps ``v`` as ``<from f v>``.
+* Half-uplink a→b: each ``<from f <Observe pat e>>`` at ``a`` with f ≠ b is asserted at ``b`` as
+  ``<from a <Observe pat e>>``, and every ``<at e x>`` at ``b`` is mirrored back to ``a``.
+* In ``f``, a local observer ``<from f <Observe _ e>>`` gets each ``<at e x>`` as ``x`` at ``e``.
+* In ``f``, every observer ``<from _ <Observe pat e>>`` watches ``f``'s *local* assertions with
+  ``<group <rec from> {0: f 1: pat}>`` and answers each match ``x`` with ``<at e x>``.
+
+No aggregation: several observers of one pattern each get their own answers across the network.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from feds.actor import Ref, Turn
+from feds.dataspace import OBSERVE, observe
+from feds.pattern_forms import DISCARD, bind, lit, rec_group
+from feds.protocols import Protocol
+from feds.reactive import during, relay
+from feds.values import Record, Symbol, Value
+
+if TYPE_CHECKING:
+    from feds.node import Node
+
+FROM = Symbol("from")
+AT = Symbol("at")
+
+
+def observer_pattern(source: Value, pattern: Value, observer: Value) -> Value:
+    """Pattern for ``<from source <Observe pattern observer>>``."""
+    return rec_group(FROM, [source, rec_group(OBSERVE, [pattern, observer])])
+
+
+class ObserverFlood(Protocol):
+    name = "observer-flood"
+
+    def wrap(self, node: Node, value: Value) -> Value:
+        return Record(FROM, (node.fragment, value))
+
+    def setup(self, turn: Turn, node: Node) -> None:
+        f = node.fragment
+
+        def local_observer(t: Turn, e: Ref) -> None:
+            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (e, c[0]))
+
+        during(turn, f, observer_pattern(lit(f), DISCARD, bind()), local_observer)
+
+        def any_observer(t: Turn, pat: Value, e: Ref) -> None:
+            local_matches = rec_group(FROM, [lit(f), pat])
+            relay(t, f, local_matches, lambda xs: (f, Record(AT, (e, xs))))
+
+        during(turn, f, observer_pattern(DISCARD, bind(), bind()), any_observer)
+
+    def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
+        a, b = node.fragment, peer
+
+        def forward(t: Turn, source: Ref, pat: Value, e: Ref) -> None:
+            if source == b:
+                return
+            t.publish(b, Record(FROM, (a, observe(pat, e))))
+            relay(t, b, rec_group(AT, [lit(e), bind()]), lambda c: (a, Record(AT, (e, c[0]))))
+
+        during(turn, a, observer_pattern(bind(), bind(), bind()), forward)
