@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from feds.cli import demo_cmd, topology_cmd
+from feds.cli import client_cmd, demo_cmd, overlay_cmd, simulate_cmd, topology_cmd
 
-COMMANDS = [demo_cmd, topology_cmd]
+COMMANDS = [demo_cmd, overlay_cmd, client_cmd, topology_cmd, simulate_cmd]
 """Modules with ``register(subparsers)``; each parser sets ``func(args) -> int`` (the exit code)."""
 
 
@@ -33,7 +32,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

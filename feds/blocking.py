@@ -1,0 +1,155 @@
+"""A blocking client for synchronous code (scripts, the Spark driver), backed by one trio thread.
+
+::
+
+    with feds.BlockingClient("127.0.0.1:7401") as ds:
+        key = ds.assert_(record("present", "Alice"))
+        ds.send(record("speak", "Alice", "hello"))
+        ds.sync()
+        print(ds.query("<present $who>"))
+        for event in ds.watch("<speak $who $text>", timeout=5):
+            print(event)
+
+Every call is forwarded to the async :class:`~feds.client.Session` running in the background
+thread; errors (:class:`~feds.client.FedsError`, ``TypeError`` for a non-value, a pattern
+error) surface in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import trio
+
+from feds.client import DEFAULT_TIMEOUT, Event, FedsError, Session, connect
+from feds.reactive import PatternLike
+from feds.values import Value
+
+_END = object()
+
+
+class BlockingClient:
+    """A connection to one node, usable from ordinary (non-async) code."""
+
+    def __init__(
+        self, address: str, *, name: str = "blocking-client", timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.address = address
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._session: Session | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._thread = threading.Thread(
+            target=trio.run, args=(self._main, name, timeout), name=f"feds {name}", daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(timeout + 1.0):
+            raise FedsError(f"timed out after {timeout} s connecting to {address}")
+        if self._error is not None:
+            raise self._error
+
+    async def _main(self, name: str, timeout: float) -> None:
+        try:
+            async with connect(self.address, name=name, timeout=timeout) as session:
+                self._session = session
+                self._token = trio.lowlevel.current_trio_token()
+                self._stop = trio.Event()
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:  # handed to the caller's thread
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def _run_sync(self, fn: Any, *args: Any) -> Any:
+        if self._token is None or self._stop is None or self._stop.is_set():
+            raise FedsError("the client is closed")
+        try:
+            return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        except trio.RunFinishedError:
+            raise FedsError(f"the connection to {self.address} is gone") from None
+
+    def _run(self, afn: Any, *args: Any) -> Any:
+        if self._token is None or self._stop is None or self._stop.is_set():
+            raise FedsError("the client is closed")
+        try:
+            return trio.from_thread.run(afn, *args, trio_token=self._token)
+        except trio.RunFinishedError:
+            raise FedsError(f"the connection to {self.address} is gone") from None
+
+    @property
+    def session(self) -> Session:
+        assert self._session is not None
+        return self._session
+
+    def assert_(self, value: Value) -> int:
+        """Assert ``value``; returns a key for :meth:`retract`."""
+        return self._run_sync(self.session.assert_, value)
+
+    def publish_many(self, values: Iterable[Value]) -> list[int]:
+        """Assert many values in one hop to the background thread; returns their keys."""
+        items = list(values)
+        return self._run_sync(lambda: [self.session.assert_(v) for v in items])
+
+    def retract(self, key: int) -> None:
+        self._run_sync(self.session.retract, key)
+
+    def send(self, value: Value) -> None:
+        self._run_sync(self.session.send, value)
+
+    def sync(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        """Block until every earlier action has reached every node of the overlay."""
+        self._run(self.session.sync, timeout)
+
+    def query(self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT) -> list[tuple]:
+        """Every distinct match of ``pattern`` asserted anywhere before the query began."""
+        return self._run(self.session.query, pattern, timeout)
+
+    def watch(self, pattern: PatternLike, timeout: float | None = None) -> Iterator[Event]:
+        """Yield events for ``pattern`` as they happen; stops after ``timeout`` s of silence."""
+        events: queue.Queue = queue.Queue()
+        stop = threading.Event()
+
+        async def pump() -> None:
+            try:
+                async with self.session.observe(pattern) as observation:
+                    while not stop.is_set():
+                        with trio.move_on_after(0.1):
+                            events.put(await observation.next())
+            except Exception as exc:  # handed to the caller's thread
+                events.put(exc)
+            finally:
+                events.put(_END)
+
+        self._run_sync(trio.lowlevel.spawn_system_task, pump)
+        try:
+            while True:
+                try:
+                    item = events.get(timeout=timeout)
+                except queue.Empty:
+                    return
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+
+    def close(self) -> None:
+        """Close the connection (what this client asserted is retracted) and stop the thread."""
+        if self._stop is not None and self._token is not None and not self._stop.is_set():
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(timeout=5.0)
+
+    def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

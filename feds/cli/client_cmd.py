@@ -1,0 +1,212 @@
+"""Client commands: ``feds assert``, ``send``, ``watch``, ``query`` and ``status``.
+
+Values and patterns are written in the text syntax (``<temp "kitchen" 21>``, ``<temp $room _>``).
+Exit codes: 0 done, 1 failed (cannot connect, timed out, too few events), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import trio
+
+from feds import client
+from feds.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_verbosity,
+    pattern_arg,
+    run_guarded,
+    run_trio,
+    setup_logging,
+    value_arg,
+)
+from feds.runtime import figures
+from feds.syntax import format_value, to_json
+
+TIMEOUT_HELP = "give up after this many seconds without an answer (default %(default)s)"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "assert",
+        help="assert values until Ctrl-C (or --for SECONDS)",
+        description="Assert each VALUE at the node at ADDR and hold the assertions until "
+        "Ctrl-C or --for SECONDS; they are retracted when the command ends.",
+        epilog="example: feds assert 127.0.0.1:7401 '<present \"Alice\">' --for 30",
+    )
+    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p.add_argument("values", metavar="VALUE", nargs="+", help="values in the text syntax")
+    p.add_argument("--for", dest="seconds", type=float, help="hold for this many seconds")
+    _common(p, _assert)
+
+    p = sub.add_parser(
+        "send",
+        help="send a message",
+        description="Send VALUE as a message to every matching observer in the overlay, and "
+        "wait until it has reached every node.",
+        epilog='example: feds send 127.0.0.1:7401 \'<speak "Alice" "hello">\'',
+    )
+    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p.add_argument("value", metavar="VALUE", help="a value in the text syntax")
+    _common(p, _send)
+
+    p = sub.add_parser(
+        "watch",
+        help="print events matching a pattern as they happen",
+        description="Observe PATTERN at the node at ADDR and print one line per event: "
+        "'+ [captures]' when a match appears, '- [captures]' when it goes, '! [captures]' "
+        "for a message. Lines are flushed as they happen, so the output can be piped.",
+        epilog="examples:\n  feds watch 127.0.0.1:7402 '<temp $room $v>'\n"
+        "  feds watch 127.0.0.1:7402 '<speak $who $text:string>' --json --count 3",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p.add_argument("pattern", metavar="PATTERN", help="a pattern in the text syntax")
+    p.add_argument("--json", action="store_true", help="print JSON lines instead")
+    p.add_argument("--count", type=int, help="exit (0) after this many events")
+    p.add_argument(
+        "--timeout", type=float, help="stop after this many seconds (exit 1 if --count not met)"
+    )
+    _common(p, _watch, timeout=False)
+
+    p = sub.add_parser(
+        "query",
+        help="print every current match of a pattern, then exit",
+        description="Print every match of PATTERN among the assertions made anywhere in the "
+        "overlay before the query began (a federated sync makes sure every node answered).",
+        epilog="example: feds query 127.0.0.1:7400 '<present $who>'",
+    )
+    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p.add_argument("pattern", metavar="PATTERN", help="a pattern in the text syntax")
+    p.add_argument("--json", action="store_true", help="print JSON lines instead")
+    _common(p, _query)
+
+    p = sub.add_parser(
+        "status",
+        help="print a node's figures",
+        description="Print the figures of the node at ADDR: assertions in its fragment, "
+        "handlers in its index, neighbours, and per connection packets, events and bytes.",
+    )
+    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p, _status)
+
+
+def _common(p: argparse.ArgumentParser, func, timeout: bool = True) -> None:
+    if timeout:
+        p.add_argument("--timeout", type=float, default=client.DEFAULT_TIMEOUT, help=TIMEOUT_HELP)
+    p.add_argument("--name", default="feds-cli", help="client name shown in the node's status")
+    add_verbosity(p)
+    p.set_defaults(func=lambda a: run_guarded(func, a))
+
+
+def _run(args: argparse.Namespace, main) -> int:
+    setup_logging(args)
+    return run_trio(main)
+
+
+def _assert(args: argparse.Namespace) -> int:
+    values = [value_arg(v) for v in args.values]
+
+    async def main() -> int:
+        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+            for v in values:
+                ds.assert_(v)
+            await ds.sync(args.timeout)
+            hold = f"for {args.seconds:g} s" if args.seconds is not None else "until Ctrl-C"
+            print(f"asserted {len(values)} value(s); holding {hold}", file=sys.stderr, flush=True)
+            await trio.sleep(math.inf if args.seconds is None else args.seconds)
+        return EXIT_OK
+
+    return _run(args, main)
+
+
+def _send(args: argparse.Namespace) -> int:
+    value = value_arg(args.value)
+
+    async def main() -> int:
+        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+            ds.send(value)
+            await ds.sync(args.timeout)
+        return EXIT_OK
+
+    return _run(args, main)
+
+
+def _line(event: client.Event, as_json: bool, with_kind: bool = True) -> str:
+    """One output line: ``+ [captures]`` (or just ``[captures]``), or a JSON object."""
+    if as_json:
+        record = {
+            "captures": [to_json(c) for c in event.captures],
+            "bindings": {k: to_json(v) for k, v in event.bindings().items()},
+        }
+        return json.dumps({"event": event.kind, **record} if with_kind else record)
+    text = format_value(tuple(event.captures))
+    return f"{event.kind} {text}" if with_kind else text
+
+
+def _watch(args: argparse.Namespace) -> int:
+    pattern = pattern_arg(args.pattern)
+    if args.count is not None and args.count < 1:
+        raise UsageError("--count must be at least 1")
+
+    async def main() -> int:
+        seen = 0
+        connect_timeout = client.DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+        with trio.move_on_after(math.inf if args.timeout is None else args.timeout):
+            async with (
+                client.connect(args.address, name=args.name, timeout=connect_timeout) as ds,
+                ds.observe(pattern[0]) as events,
+            ):
+                async for event in events:
+                    event = client.Event(event.kind, event.captures, pattern[1])
+                    print(_line(event, args.json), flush=True)
+                    seen += 1
+                    if args.count is not None and seen >= args.count:
+                        return EXIT_OK
+        if args.count is not None:
+            print(
+                f"feds: timed out after {args.timeout} s with {seen} of {args.count} events",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        return EXIT_OK
+
+    return _run(args, main)
+
+
+def _query(args: argparse.Namespace) -> int:
+    pattern = pattern_arg(args.pattern)
+
+    async def main() -> int:
+        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+            matches = await ds.query(pattern[0], args.timeout)
+        for captures in matches:
+            print(_line(client.Event("+", captures, pattern[1]), args.json, False), flush=True)
+        return EXIT_OK
+
+    return _run(args, main)
+
+
+def _status(args: argparse.Namespace) -> int:
+    async def main() -> int:
+        answer = await client.status(args.address, args.timeout)
+        data = figures(answer)
+        if args.json:
+            print(json.dumps(data, indent=2, default=str))
+            return EXIT_OK
+        for key, value in data.items():
+            if key != "links":
+                print(f"{key}: {value}")
+        print("links:")
+        for link in data["links"]:
+            stats = ", ".join(f"{k} {v}" for k, v in link.items() if k not in ("peer", "role"))
+            print(f"  {link['role']} {link['peer']}: {stats}")
+        return EXIT_OK
+
+    return _run(args, main)

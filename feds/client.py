@@ -1,0 +1,276 @@
+"""The async client: an application's view of the overlay, which looks like one plain dataspace.
+
+::
+
+    async with feds.connect("127.0.0.1:7401") as ds:
+        handle = ds.assert_(parse("<present \\"Alice\\">"))
+        async with ds.observe("<present $who>") as events:
+            async for event in events:
+                print(event.kind, event.captures)      # "+", ("Alice",)
+        ds.send(parse("<speak \\"Alice\\" \\"hi\\">"))
+        await ds.sync()                                 # everything above reached every node
+        ds.retract(handle)
+
+``sync`` is federated: it returns once every earlier action of this client has had its effect on
+every node of the overlay and every answer has come back (see :mod:`feds.node`).
+:func:`query` builds on it: the matches asserted anywhere before the query began.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
+
+import trio
+
+from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.dataspace import observe as observe_record
+from feds.driver import Driver
+from feds.patterns import validate
+from feds.reactive import PatternLike
+from feds.relay import ADMIN, CLIENT, Hello, Relay
+from feds.runtime import STATUS
+from feds.syntax import parse_pattern
+from feds.transport import connect_tcp
+from feds.values import Record, Value, check_value
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class FedsError(Exception):
+    """A client-side failure with a message meant for people (connection, timeout, …)."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"host:port"`` → ``(host, port)``, with a clear error for anything else."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise FedsError(f"bad address {address!r}: expected HOST:PORT, e.g. 127.0.0.1:7400")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One observation: ``kind`` is ``+`` (now matches), ``-`` (no longer), ``!`` (a message)."""
+
+    kind: str
+    captures: tuple
+    names: tuple[str, ...] = ()
+
+    def bindings(self) -> dict[str, Value]:
+        """The captures by variable name (``$who`` → ``{"who": …}``)."""
+        return dict(zip(self.names, self.captures, strict=False))
+
+
+class _Watch(Entity):
+    """Feeds the events an observer receives into a trio channel."""
+
+    def __init__(self, channel: trio.MemorySendChannel[Event], names: tuple[str, ...]) -> None:
+        self.channel = channel
+        self.names = names
+        self.current: dict[Handle, tuple] = {}
+
+    def _put(self, event: Event) -> None:
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            self.channel.send_nowait(event)
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.current[handle] = value
+        self._put(Event("+", value, self.names))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        captures = self.current.pop(handle, None)
+        if captures is not None:
+            self._put(Event("-", captures, self.names))
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self._put(Event("!", value, self.names))
+
+
+class _Answer(Entity):
+    """Sets a trio event (and keeps the value) when a message arrives."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.value: Value = None
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.value = value
+        self.done.set()
+
+
+class Observation:
+    """The events of one observer; iterate it (``async for``) or read ``current``."""
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[Event], watch: _Watch) -> None:
+        self._receive = receive
+        self._watch = watch
+
+    @property
+    def current(self) -> list[tuple]:
+        """The captures vectors that match right now."""
+        return list(self._watch.current.values())
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._receive.__aiter__()
+
+    async def next(self, timeout: float | None = None) -> Event:
+        """The next event; raises :class:`FedsError` after ``timeout`` seconds."""
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            return await self._receive.receive()
+        raise FedsError(f"no event within {timeout} s")
+
+
+class Session:
+    """A connection to one node. Methods that change the dataspace return at once; the changes
+    are applied in order. Use :meth:`sync` to wait until they have reached every node."""
+
+    def __init__(self, driver: Driver, facet: Facet, target: Ref, relay: Relay) -> None:
+        self._driver = driver
+        self._facet = facet
+        self._target = target
+        self.relay = relay
+        self._handles: dict[int, Handle] = {}
+        self._next = 0
+
+    def _act(self, action) -> None:
+        if self.relay.closed:
+            raise FedsError(f"the connection is closed: {self.relay.close_reason}")
+        self._driver.act(self._facet, action)
+
+    def assert_(self, value: Value) -> int:
+        """Assert ``value``; returns a key for :meth:`retract`."""
+        check_value(value)
+        self._next += 1
+        key = self._next
+        self._act(lambda t: self._handles.__setitem__(key, t.publish(self._target, value)))
+        return key
+
+    def retract(self, key: int) -> None:
+        """Withdraw the assertion made under ``key`` (unknown keys are ignored)."""
+        self._act(lambda t: t.retract(self._handles.pop(key, -1)))
+
+    def send(self, value: Value) -> None:
+        """Send ``value`` as a message to every matching observer in the overlay."""
+        check_value(value)
+        self._act(lambda t: t.message(self._target, value))
+
+    async def sync(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        """Wait until every earlier action of this session has reached every node and back."""
+        done = trio.Event()
+        self._act(lambda t: t.sync(self._target, lambda t2: done.set()))
+        await _wait(done, timeout, "sync")
+
+    @asynccontextmanager
+    async def observe(self, pattern: PatternLike) -> AsyncIterator[Observation]:
+        """Observe ``pattern`` (text or record form) for the duration of the ``async with``."""
+        value, names = _pattern(pattern)
+        send, receive = trio.open_memory_channel[Event](math.inf)
+        watch = _Watch(send, names)
+        handle: list[Handle] = []
+        self._act(
+            lambda t: handle.append(t.publish(self._target, observe_record(value, t.ref(watch))))
+        )
+        try:
+            yield Observation(receive, watch)
+        finally:
+            send.close()
+            if not self.relay.closed:
+                self._driver.act(self._facet, lambda t: t.retract(handle[0]))
+
+    async def query(
+        self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> list[tuple]:
+        """Every distinct match of ``pattern`` asserted anywhere before the query began."""
+        async with self.observe(pattern) as observation:
+            await self.sync(timeout)
+            return sorted(observation.current, key=repr)
+
+    async def request(
+        self, make: Callable[[Ref], Value], timeout: float | None = DEFAULT_TIMEOUT
+    ) -> Value:
+        """Assert ``make(reply)`` at the node's object until the one answer arrives at ``reply``."""
+        answer = _Answer()
+        handle: list[Handle] = []
+        self._act(lambda t: handle.append(t.publish(self._target, make(t.ref(answer)))))
+        try:
+            await _wait(answer.done, timeout, "the answer")
+        finally:
+            if not self.relay.closed:
+                self._driver.act(self._facet, lambda t: t.retract(handle[0]))
+        return answer.value
+
+
+def _pattern(pattern: PatternLike) -> tuple[Value, tuple[str, ...]]:
+    if isinstance(pattern, str):
+        return parse_pattern(pattern)
+    validate(pattern)
+    return pattern, ()
+
+
+async def _wait(event: trio.Event, timeout: float | None, what: str) -> None:
+    with trio.move_on_after(math.inf if timeout is None else timeout):
+        await event.wait()
+        return
+    raise FedsError(f"timed out after {timeout} s waiting for {what}")
+
+
+@asynccontextmanager
+async def connect(
+    address: str,
+    *,
+    name: str = "client",
+    role: str = CLIENT,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> AsyncIterator[Session]:
+    """Connect to the node at ``address`` (``host:port``) as a local application."""
+    host, port = parse_address(address)
+    driver = Driver()
+    ready = trio.Event()
+    target: list[Ref] = []
+
+    def on_ready(turn: Turn, hello: Hello, remote: Ref) -> None:
+        target.append(remote)
+        ready.set()
+
+    relay = Relay(driver.scheduler, name, role, on_ready=on_ready, on_close=lambda r: ready.set())
+    facet_box: list[Facet] = []
+    driver.scheduler.spawn(lambda t: facet_box.append(t.facet), name=name)
+
+    async def link() -> None:
+        try:
+            await connect_tcp(host, port, relay)
+        except OSError:
+            ready.set()
+
+    with _single_errors():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(driver.run)
+            nursery.start_soon(link)
+            await _wait(ready, timeout, f"the node at {address}")
+            if relay.closed or not target:
+                raise FedsError(relay.close_reason or f"cannot connect to {address}")
+            try:
+                yield Session(driver, facet_box[0], target[0], relay)
+            finally:
+                relay.close("client done")
+                nursery.cancel_scope.cancel()
+
+
+@contextmanager
+def _single_errors() -> Iterator[None]:
+    """Re-raise a lone exception out of trio's exception group, so callers catch it plainly."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+async def status(address: str, timeout: float | None = DEFAULT_TIMEOUT) -> Value:
+    """The ``<status {…}>`` figures of the node at ``address``."""
+    async with connect(address, name="feds status", role=ADMIN, timeout=timeout) as session:
+        return await session.request(lambda reply: Record(STATUS, (reply,)), timeout)

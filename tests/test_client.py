@@ -1,0 +1,182 @@
+"""Clients over real TCP: the async and blocking clients against overlays in this process.
+
+The links between nodes are real loopback TCP here (``tcp_links``), as between `feds node`
+processes; `tests/test_cli.py` runs the nodes as separate processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from feds import client, topology
+from feds.blocking import BlockingClient
+from feds.protocols import protocol_names
+from feds.runtime import Overlay, figures, run_overlay
+from feds.values import record
+
+BINARY7 = topology.load("topology/binary7.toml")
+
+
+async def start(nursery: trio.Nursery, protocol: str, tcp_links: bool = True) -> Overlay:
+    return await nursery.start(
+        lambda task_status: run_overlay(
+            BINARY7, protocol=protocol, any_port=True, tcp_links=tcp_links, task_status=task_status
+        )
+    )
+
+
+@pytest.mark.parametrize("protocol", protocol_names())
+async def test_observers_at_every_node_see_everything_once_over_tcp(protocol: str) -> None:
+    async with trio.open_nursery() as nursery:
+        overlay = await start(nursery, protocol)
+        names = BINARY7.order()
+        sessions = []
+        observations = []
+        for name in names:
+            ds = await nursery.start(_session, overlay.address(name))
+            sessions.append(ds)
+        for ds in sessions:
+            observations.append(await nursery.start(_observe, ds, "<a $x>"))
+        for ds in sessions:
+            await ds.sync()
+        for i, ds in enumerate(sessions):
+            ds.assert_(record("a", i))
+            ds.send(record("a", 100 + i))
+        for ds in sessions:
+            await ds.sync()
+        expected = {(i,) for i in range(len(names))}
+        for obs in observations:
+            assert set(obs.state) == expected
+            assert sorted(obs.messages) == sorted((100 + i,) for i in range(len(names)))
+        nursery.cancel_scope.cancel()
+
+
+class _Tracker:
+    """Collects an observation's current matches and messages in a background task."""
+
+    def __init__(self) -> None:
+        self.state: dict[tuple, int] = {}
+        self.messages: list[tuple] = []
+
+
+async def _session(address: str, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+    async with client.connect(address) as ds:
+        task_status.started(ds)
+        await trio.sleep_forever()
+
+
+async def _observe(
+    ds: client.Session, pattern: str, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED
+) -> None:
+    tracker = _Tracker()
+    async with ds.observe(pattern) as events:
+        task_status.started(tracker)
+        async for event in events:
+            if event.kind == "+":
+                tracker.state[event.captures] = tracker.state.get(event.captures, 0) + 1
+            elif event.kind == "-":
+                tracker.state.pop(event.captures)
+            else:
+                tracker.messages.append(event.captures)
+
+
+async def test_a_client_that_leaves_takes_its_assertions_with_it() -> None:
+    async with trio.open_nursery() as nursery:
+        overlay = await start(nursery, "aggregate-subs")
+        async with client.connect(overlay.address("a1")) as watcher:
+            async with client.connect(overlay.address("b2")) as sensor:
+                sensor.assert_(record("present", "sensor"))
+                await sensor.sync()
+                assert await watcher.query("<present $who>") == [("sensor",)]
+            await trio.sleep(0.2)
+            assert await watcher.query("<present $who>") == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_lost_uplink_retracts_the_subtree_and_comes_back() -> None:
+    async with trio.open_nursery() as nursery:
+        overlay = await start(nursery, "observer-flood")
+        async with client.connect(overlay.address("a1")) as watcher:
+            async with client.connect(overlay.address("b1")) as sensor:
+                sensor.assert_(record("present", "b1"))
+                await sensor.sync()
+                assert await watcher.query("<present $who>") == [("b1",)]
+                # Cut node b off from its parent: every peer connection of b is closed.
+                for relay in list(overlay.runtimes["b"].relays):
+                    if relay.remote_hello and relay.remote_hello.name == "top":
+                        relay.close("test: link cut")
+                with trio.fail_after(5):
+                    while await watcher.query("<present $who>"):
+                        await trio.sleep(0.05)
+                # The uplink re-dials with backoff and the assertion comes back.
+                with trio.fail_after(10):
+                    while not await watcher.query("<present $who>"):
+                        await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_status_reports_fragment_and_link_figures() -> None:
+    async with trio.open_nursery() as nursery:
+        overlay = await start(nursery, "copy-up", tcp_links=False)
+        data = figures(await client.status(overlay.address("a")))
+        assert data["name"] == "a" and data["protocol"] == "copy-up"
+        peers = sorted(link["peer"] for link in data["links"] if link["role"] == "peer")
+        assert peers == ["a1", "a2", "top"]
+        assert all(link["bytes_in"] > 0 for link in data["links"] if link["role"] == "peer")
+        nursery.cancel_scope.cancel()
+
+
+async def test_connecting_to_nothing_fails_with_a_clear_error() -> None:
+    with pytest.raises(client.FedsError, match="cannot connect|failed"):
+        async with client.connect("127.0.0.1:1", timeout=5):
+            pass
+    with pytest.raises(client.FedsError, match="bad address"):
+        async with client.connect("nowhere"):
+            pass
+
+
+def test_blocking_client_asserts_queries_watches_and_closes() -> None:
+    ready = trio.Event()
+    box: dict = {}
+
+    async def serve(task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            box["overlay"] = await start(nursery, "aggregate-subs", tcp_links=False)
+            box["token"] = trio.lowlevel.current_trio_token()
+            box["stop"] = trio.Event()
+            ready.set()
+            await box["stop"].wait()
+            nursery.cancel_scope.cancel()
+
+    import threading
+
+    thread = threading.Thread(target=trio.run, args=(serve,), daemon=True)
+    thread.start()
+    while not ready.is_set():
+        trio.run(trio.sleep, 0.01)
+    overlay: Overlay = box["overlay"]
+    try:
+        with (
+            BlockingClient(overlay.address("a1")) as sensor,
+            BlockingClient(overlay.address("b2")) as watcher,
+        ):
+            keys = sensor.publish_many([record("temp", "kitchen", 21), record("temp", "hall", 19)])
+            sensor.sync()
+            assert watcher.query("<temp $room _>") == [("hall",), ("kitchen",)]
+            sensor.retract(keys[0])
+            sensor.sync()
+            assert watcher.query("<temp $room _>") == [("hall",)]
+            events = watcher.watch("<temp $room $v>", timeout=2)
+            first = next(events)
+            assert (first.kind, first.captures) == ("+", ("hall", 19))
+            sensor.send(record("temp", "porch", 8))
+            assert next(events).captures == ("porch", 8)
+            events.close()
+            with pytest.raises(TypeError):
+                sensor.assert_([1, 2])  # a list is not a value
+        with pytest.raises(client.FedsError):
+            sensor.sync()
+    finally:
+        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
+        thread.join(5)
