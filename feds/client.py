@@ -125,7 +125,11 @@ class Observation:
 
 class Session:
     """A connection to one node. Methods that change the dataspace return at once; the changes
-    are applied in order. Use :meth:`sync` to wait until they have reached every node."""
+    are applied in order. Use :meth:`sync` to wait until they have reached every node.
+
+    Actions queued before the driver next runs are applied in one turn, so they cross the
+    network as one packet.
+    """
 
     def __init__(self, driver: Driver, facet: Facet, target: Ref, relay: Relay) -> None:
         self._driver = driver
@@ -134,11 +138,19 @@ class Session:
         self.relay = relay
         self._handles: dict[int, Handle] = {}
         self._next = 0
+        self._pending: list[Callable[[Turn], None]] = []
 
-    def _act(self, action) -> None:
+    def _act(self, action: Callable[[Turn], None]) -> None:
         if self.relay.closed:
             raise FedsError(f"the connection is closed: {self.relay.close_reason}")
-        self._driver.act(self._facet, action)
+        self._pending.append(action)
+        if len(self._pending) == 1:
+            self._driver.act(self._facet, self._flush)
+
+    def _flush(self, turn: Turn) -> None:
+        actions, self._pending = self._pending, []
+        for action in actions:
+            action(turn)
 
     def assert_(self, value: Value) -> int:
         """Assert ``value``; returns a key for :meth:`retract`."""
@@ -178,7 +190,7 @@ class Session:
         finally:
             send.close()
             if not self.relay.closed:
-                self._driver.act(self._facet, lambda t: t.retract(handle[0]))
+                self._act(lambda t: t.retract(handle[0]))
 
     async def query(
         self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT
@@ -199,7 +211,7 @@ class Session:
             await _wait(answer.done, timeout, "the answer")
         finally:
             if not self.relay.closed:
-                self._driver.act(self._facet, lambda t: t.retract(handle[0]))
+                self._act(lambda t: t.retract(handle[0]))
         return answer.value
 
 

@@ -398,10 +398,7 @@ class _Membrane:
 
 def _same_items(new: tuple, old: tuple) -> bool:
     """Whether lowering left every item of a container as it was (the same objects)."""
-    for a, b in zip(new, old, strict=True):
-        if a is not b:
-            return False
-    return True
+    return all(a is b for a, b in zip(new, old, strict=True))
 
 
 class _Hooks:
@@ -444,9 +441,10 @@ class Relay:
     """One end of a connection, living in its own actor on ``scheduler``.
 
     ``initial`` is exposed to the far side at oid 0; it may also be a function of the far side's
-    hello (so a listener can offer each role its own object), called when the hello arrives. ``on_ready(turn, hello, remote_initial)`` runs
-    in a turn of the relay actor once the far side's hello is accepted; ``remote_initial`` is a
-    proxy for the far side's oid 0 (events to it are dropped there if it exposes nothing).
+    hello (so a listener can offer each role its own object), called when the hello arrives.
+    ``on_ready(turn, hello, remote_initial)`` runs in a turn of the relay actor once the far
+    side's hello is accepted; ``remote_initial`` is a proxy for the far side's oid 0 (events
+    to it are dropped there if it exposes nothing).
     ``authenticate(hello)`` may return a reason to reject the far side. ``on_output()`` is called
     whenever bytes become available from :meth:`data_to_send` (and when the relay closes);
     ``on_close(relay)`` once, when it closes.
