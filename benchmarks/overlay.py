@@ -328,7 +328,7 @@ def worker_feds_node(name: str, protocol: str, parent: int | None, profile: str 
 
     async def main() -> None:
         driver = Driver()
-        runtime = NodeRuntime(driver, name, protocol)
+        runtime = NodeRuntime(driver.scheduler, name, protocol)
         token = trio.lowlevel.current_trio_token()
         async with trio.open_nursery() as nursery:
             _stdin_closed_then(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn
 from feds.driver import Driver
 from feds.node import Node
 from feds.relay import ADMIN, CLIENT, PEER, Hello, Relay
@@ -50,11 +50,14 @@ class StatusService(Entity):
 
 
 class NodeRuntime:
-    """One node with its network edges, driven by ``driver``."""
+    """One node with its network edges, on ``scheduler`` (run it with a :class:`Driver`).
 
-    def __init__(self, driver: Driver, name: str, protocol: str) -> None:
-        self.driver = driver
-        self.scheduler = driver.scheduler
+    Making relays (:meth:`accept_relay`, :meth:`uplink_relay`) needs no trio: a test or the
+    simulator can move their bytes itself.
+    """
+
+    def __init__(self, scheduler: Scheduler, name: str, protocol: str) -> None:
+        self.scheduler = scheduler
         self.node = Node(self.scheduler, name, protocol)
         self.scheduler.run_until_idle()
         self.status_ref = Ref(self.node.facet, StatusService(self))
@@ -194,7 +197,9 @@ async def run_overlay(
     driver = Driver()
     overlay = Overlay(topology, driver)
     for name in topology.order():
-        overlay.runtimes[name] = NodeRuntime(driver, name, protocol or topology.protocol)
+        overlay.runtimes[name] = NodeRuntime(
+            driver.scheduler, name, protocol or topology.protocol
+        )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run)
         for name, runtime in overlay.runtimes.items():

@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feds.actor import Scheduler
 from feds.node import Node, connect_in_process
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
+from feds.relay import Relay, exchange
+from feds.runtime import NodeRuntime
 from feds.sim.reference import Reference, Workload
 from feds.values import Symbol, record
 
@@ -33,14 +35,32 @@ QUIET = 500_000
 """Turns an overlay may take to become quiet after one step; more means a routing loop."""
 
 
-def build(protocol: str, parents: list[int]) -> tuple[Scheduler, list[Node]]:
-    scheduler = Scheduler()
-    nodes = [Node(scheduler, f"n{i}", protocol) for i in range(len(parents) + 1)]
-    scheduler.run_until_idle()
-    for child, parent in enumerate(parents, start=1):
-        connect_in_process(scheduler, nodes[child], nodes[parent])
-    scheduler.run_until_idle()
-    return scheduler, nodes
+class Overlay:
+    """Nodes on one scheduler, linked directly by refs or by relays carrying real frames."""
+
+    def __init__(self, protocol: str, parents: list[int], wire: bool) -> None:
+        self.scheduler = Scheduler()
+        runtimes = [NodeRuntime(self.scheduler, f"n{i}", protocol) for i in range(len(parents) + 1)]
+        self.nodes = [r.node for r in runtimes]
+        self.links: list[tuple[Relay, Relay]] = []
+        for child, parent in enumerate(parents, start=1):
+            if wire:
+                self.links.append((runtimes[child].uplink_relay(), runtimes[parent].accept_relay()))
+            else:
+                connect_in_process(self.scheduler, self.nodes[child], self.nodes[parent])
+        self.settle()
+
+    def settle(self) -> None:
+        """Run turns and move bytes until nothing is left to do."""
+        budget = QUIET
+        while True:
+            budget -= self.scheduler.run_until_idle(max_turns=budget)
+            moved = sum(exchange(a, b) for a, b in self.links)
+            if not moved and self.scheduler.idle():
+                break
+            assert budget > 0, "the overlay never became quiet (a routing loop?)"
+        assert not self.scheduler.crashes
+        assert not any(a.closed or b.closed for a, b in self.links)
 
 
 trees = st.integers(0, 11).flatmap(
@@ -55,25 +75,20 @@ ops = st.lists(
 )
 
 
-def settle(scheduler: Scheduler) -> None:
-    scheduler.run_until_idle(max_turns=QUIET)
-    assert scheduler.idle(), "the overlay never became quiet (a routing loop?)"
-    assert not scheduler.crashes
-
-
 def snapshot(nodes: list[Node]) -> list[Counter]:
     return [Counter(node.dataspace.assertions.values()) for node in nodes]
 
 
-def run_workload(protocol: str, parents: list[int], steps: list) -> None:
-    scheduler, nodes = build(protocol, parents)
+def run_workload(protocol: str, parents: list[int], steps: list, wire: bool) -> None:
+    overlay = Overlay(protocol, parents, wire)
+    nodes = overlay.nodes
     empty = snapshot(nodes)
-    work = Workload(scheduler)
+    work = Workload(overlay.scheduler)
     ref = Reference()
     expected: dict[int, list] = {}
 
     def check() -> None:
-        settle(scheduler)
+        overlay.settle()
         for client in work.clients:
             for key, (_h, watcher, pattern) in client.observers.items():
                 assert watcher.view() == ref.view(pattern), (protocol, parents, pattern)
@@ -107,7 +122,7 @@ def run_workload(protocol: str, parents: list[int], steps: list) -> None:
         check()
     for client in list(work.clients):
         ref.remove(*work.disconnect(client))
-    settle(scheduler)
+    overlay.settle()
     assert not ref.bag
     assert snapshot(nodes) == empty, "a fragment kept state after every client left"
 
@@ -115,26 +130,38 @@ def run_workload(protocol: str, parents: list[int], steps: list) -> None:
 @pytest.mark.parametrize("protocol", protocol_names())
 @given(parents=trees, steps=ops)
 def test_federation_is_transparent(protocol: str, parents: list[int], steps: list) -> None:
-    run_workload(protocol, parents, steps)
+    run_workload(protocol, parents, steps, wire=False)
+
+
+@pytest.mark.parametrize("protocol", protocol_names())
+@settings(max_examples=max(10, settings.default.max_examples // 4))
+@given(parents=trees, steps=ops)
+def test_federation_is_transparent_over_the_wire(
+    protocol: str, parents: list[int], steps: list
+) -> None:
+    """The same, with every link a pair of relays exchanging real encoded frames."""
+    run_workload(protocol, parents, steps, wire=True)
 
 
 CHAIN, STAR, BINARY = [0, 1], [0, 0, 0, 0], [0, 0, 1, 1, 2, 2]
 
 
+@pytest.mark.parametrize("wire", [False, True], ids=["refs", "wire"])
 @pytest.mark.parametrize("protocol", protocol_names())
 @pytest.mark.parametrize("parents", [CHAIN, STAR, BINARY])
 def test_observers_everywhere_see_every_assertion_and_message_once(
-    protocol: str, parents: list[int]
+    protocol: str, parents: list[int], wire: bool
 ) -> None:
-    scheduler, nodes = build(protocol, parents)
-    work = Workload(scheduler)
+    overlay = Overlay(protocol, parents, wire)
+    nodes = overlay.nodes
+    work = Workload(overlay.scheduler)
     clients = [work.attach(node) for node in nodes]
     keys = [work.observe(c, PATTERNS[0]) for c in clients]
-    settle(scheduler)
+    overlay.settle()
     for i, c in enumerate(clients):
         work.send(c, record("a", i))
         work.assert_(c, record("a", i))
-    settle(scheduler)
+    overlay.settle()
     everything = {(i,) for i in range(len(nodes))}
     for c, key in zip(clients, keys, strict=True):
         watcher = c.observers[key][1]
@@ -144,16 +171,21 @@ def test_observers_everywhere_see_every_assertion_and_message_once(
 
 @pytest.mark.parametrize("protocol", protocol_names())
 def test_a_subtree_that_disconnects_takes_its_assertions_with_it(protocol: str) -> None:
-    scheduler, nodes = build(protocol, BINARY)
-    work = Workload(scheduler)
+    overlay = Overlay(protocol, BINARY, wire=True)
+    nodes = overlay.nodes
+    work = Workload(overlay.scheduler)
     watcher_client = work.attach(nodes[6])
     key = work.observe(watcher_client, PATTERNS[0])
     for i in (3, 4, 5):
         work.assert_(work.attach(nodes[i]), record("a", i))
-    settle(scheduler)
+    overlay.settle()
     watcher = watcher_client.observers[key][1]
     assert set(watcher.view()) == {(3,), (4,), (5,)}
-    # Node 1 (parent of 3 and 4) stops: the subtree under it is cut off from the rest.
-    scheduler.enqueue(nodes[1].actor, nodes[1].facet, lambda t: t.stop_actor())
-    settle(scheduler)
+    # The link between node 1 (parent of 3 and 4) and the root is lost: that subtree is cut
+    # off from the rest, and everything that crossed the link is retracted on both sides.
+    up, down = overlay.links[0]
+    up.close("test: link lost")
+    down.close("test: link lost")
+    overlay.links.pop(0)
+    overlay.settle()
     assert set(watcher.view()) == {(5,)}
