@@ -15,32 +15,41 @@ pass its checks (checked on addition *and* removal, so the counts stay consisten
 
 Representation choices (all equivalent to the paper's, chosen for speed in CPython):
 
-* **Selectors are absolute paths.** Instead of the paper's ``(pop-count, index)`` selectors, which
-  move a stack of sub-values during the walk, every edge is keyed by the absolute path of the
-  position whose class it tests, and carries a precompiled projection from the whole value. The
-  two are interchangeable (a ``(pop, index)`` pair at a given trie position denotes exactly one
-  absolute path), but the absolute form needs no stack: a projection like ``v.fields[1][0]`` is
-  a few C-level steps, with no list pushes or pops per assertion.
-* **Caches hold canonical values keyed by ``id``.** The bag maps each asserted value to
-  ``[count, canonical]``; the canonical object (the first copy asserted) is the one every cache
-  holds, keyed by its ``id`` (an int hashes in C, a Record hashes in Python). The root
-  continuation's cache *is* the bag. Removal walks with the canonical object, so checks such as
-  ``<type integer>`` see the same value on removal as on addition even if ``1`` was retracted
-  by an equal ``True``.
-* **A leaf without handlers is just its cache** (a plain ``dict``); a leaf that has (had)
-  handlers is a :class:`Leaf`, a ``dict`` subclass carrying the handler table.
-* **Generated walkers.** ``modify`` is specialised per node: each :class:`Node` gets three small
-  functions (add, remove, message) generated from its const tables and edges with ``compile()``,
-  and each :class:`Handler` gets functions with its projections and checks inlined. The source
-  depends only on the *structure* (paths, class kinds), never on data, and is cached by its text;
-  constants (dict keys, label names, tables) are passed in as closure variables, never spliced
-  into the source. Nodes are regenerated only when their const tables or edges change.
+* **Selectors are absolute paths (a precomputed path walk).** Instead of the paper's
+  ``(pop-count, index)`` selectors, which move a stack of sub-values during the walk, each edge
+  is keyed by the absolute path of the position whose class it tests and projects it straight
+  from the whole value. The two are interchangeable (a ``(pop, index)`` pair at a given trie
+  position denotes exactly one absolute path), but the absolute form needs no stack: a
+  projection like ``v.fields[1][0]`` is a few C-level steps, with no list pushes or pops.
+* **The bag and the canonical copy.** The bag maps each asserted value to its *canonical* copy
+  (the object first asserted); counts above one live in a side table. Every cache holds the
+  canonical object keyed by its ``id`` (an int hashes in C, a Record hashes in Python), and a
+  removal walks with the canonical object, so a check such as ``<type integer>`` sees the same
+  value on removal as on addition even when ``1`` is retracted by an equal ``True``.
+* **Caches are not duplicated.** The root continuation's cache *is* the bag, and a node with a
+  const table keeps no cache of its own: every value of the node is in exactly one leaf of each
+  table, so the leaves of any table are the cache (rebuilt as a dict if the last table goes).
+* **Leaves come in three forms.** A leaf without handlers caching one value is that value
+  itself (no allocation in the common one-assertion-per-constant case), one caching several is
+  a plain ``dict``, and a leaf with handlers is a :class:`Leaf` (a ``dict`` subclass carrying
+  the handler table; it always has at least one handler).
+* **Generated walkers.** ``modify`` is specialised to the structure: each owner node gets add,
+  remove and message functions generated with ``compile()`` from its const tables and edges, a
+  child reached through a single-class edge is inlined into its parent's function, and the
+  root's functions include the bag update and serve as the index's entry points. In a leaf, the
+  handler with the const table's first handler key is inlined too; other handlers run through
+  functions generated per handler key. The source depends only on the *structure* (paths,
+  class kinds), is cached by its text, and never contains data: constants (dict keys, label
+  names, tables) are passed in as closure variables. Code is regenerated only when the
+  structure changes (a node, edge or const table appears or goes), not when handlers with new
+  constants come and go.
 
 Pruning: the paper never removes shapes. Here, a const table is dropped as soon as it holds no
-handler (its handler-less leaves are rebuilt from the continuation's cache if a handler returns),
-and a node left with no const table and no edge is removed from its parent, recursively, so a
-dataspace whose observers come and go does not accumulate structure. :meth:`Index.is_empty`
-checks that nothing is left.
+handler (its handler-less leaves would cost every assertion a cache write for nothing), and a
+node left with no const table and no edge is removed from its parent, recursively, so a
+dataspace whose observers come and go does not accumulate structure; :meth:`Index.is_empty`
+checks that nothing is left. The price: the first observer of a shape after a quiet spell
+rebuilds that node's cache and table from the assertions held (the paper's ``extend`` cost).
 
 Events: a callback is ``callback(event, captures)`` with ``event`` one of ``"+"`` (a captures
 vector became present), ``"-"`` (it went away) and ``"!"`` (a message matched). Callbacks must not
@@ -196,8 +205,8 @@ class Node:
         self.edge = edge
         self.cls = cls
         self.kinds = kinds  # path -> "rec" | "arr" | "dict" for every position pinned so far
-        self.add: Callable[[int, Value], None] = _nothing
-        self.remove: Callable[[int, Value], None] = _nothing
+        self.add: Callable[[Value], None] = _nothing
+        self.remove: Callable[[Value], None] = _nothing
         self.msg: Callable[[Value], None] = _nothing
         # the node whose generated walkers contain this node's code (itself, or an ancestor
         # that inlines it); None until first generated
@@ -226,6 +235,7 @@ def _const_key(values: tuple) -> Any:
 
 
 _FACTORIES: dict[str, Callable[..., Any]] = {}
+_FACTORIES_MAX = 4096
 
 
 def _factory(source: str) -> Callable[..., Any]:
@@ -234,6 +244,8 @@ def _factory(source: str) -> Callable[..., Any]:
     if make is None:
         namespace: dict[str, Any] = {}
         exec(compile(source, "<feds.index generated>", "exec"), namespace)
+        if len(_FACTORIES) >= _FACTORIES_MAX:
+            del _FACTORIES[next(iter(_FACTORIES))]
         make = _FACTORIES[source] = namespace["make"]
     return make
 
@@ -385,8 +397,10 @@ def _class_guard(g: _Gen, cls: tuple, body: list[str]) -> list[str]:
             ]
         label = g.bind("N", cls[1])
         return [
-            f"if s.__class__ is Record and len(s.fields) == {cls[2]} and s.label == {label}:",
-            *_indent(body, 4),
+            f"if s.__class__ is Record and len(s.fields) == {cls[2]}:",
+            "    l = s.label",
+            f"    if l is {label} or l == {label}:",  # as a dict lookup compares
+            *_indent(body, 8),
         ]
     if cls[0] == "arr":
         return [f"if s.__class__ is tuple and len(s) == {cls[1]}:", *_indent(body, 4)]
@@ -467,8 +481,8 @@ class _Walkers:
         msg: list[str] = []
         if node.cont.cache is not None:
             cache = g.bind("C", node.cont.cache)
-            add.append(f"{cache}[k] = v")
-            rem.append(f"del {cache}[k]")
+            add.append(f"{cache}[id(v)] = v")
+            rem.append(f"del {cache}[id(v)]")
         for table in node.cont.table.values():
             a, r, m = self.table(node, table)
             add += a
@@ -488,13 +502,13 @@ class _Walkers:
                 ((cls, child),) = edge.classes.items()
                 self.boundary.append(child)
                 x = g.bind("X", child)
-                add += [f"s = {expr}", *_class_guard(g, cls, [f"{x}.add(k, v)"])]
-                rem += [f"s = {expr}", *_class_guard(g, cls, [f"{x}.remove(k, v)"])]
+                add += [f"s = {expr}", *_class_guard(g, cls, [f"{x}.add(v)"])]
+                rem += [f"s = {expr}", *_class_guard(g, cls, [f"{x}.remove(v)"])]
                 msg += [f"s = {expr}", *_class_guard(g, cls, [f"{x}.msg(v)"])]
             else:
                 self.boundary.extend(edge.classes.values())
-                add += [f"s = {expr}", *_class_switch(g, edge, "add(k, v)")]
-                rem += [f"s = {expr}", *_class_switch(g, edge, "remove(k, v)")]
+                add += [f"s = {expr}", *_class_switch(g, edge, "add(v)")]
+                rem += [f"s = {expr}", *_class_switch(g, edge, "remove(v)")]
                 msg += [f"s = {expr}", *_class_switch(g, edge, "msg(v)")]
         return add, rem, msg
 
@@ -518,28 +532,28 @@ class _Walkers:
             "if leaf is not v:",  # else v is now the leaf: a single-value handler-less leaf
             "    t = leaf.__class__",
             "    if t is Leaf:",
-            "        leaf[k] = v",
+            "        leaf[id(v)] = v",
             *_indent(p_add, 8),
-            "        for f, x in leaf.adds:",
-            "            f(x, v)",
+            "        if leaf.adds:",
+            "            for f, x in leaf.adds:",
+            "                f(x, v)",
             "    elif t is dict:",
-            "        leaf[k] = v",
+            "        leaf[id(v)] = v",
             "    else:",
-            f"        {lv}[key] = {{id(leaf): leaf, k: v}}",
+            f"        {lv}[key] = {{id(leaf): leaf, id(v): v}}",
         ]
         rem = [
             f"key = {key}",
             f"leaf = {lv}[key]",
             "t = leaf.__class__",
             "if t is Leaf:",
-            "    del leaf[k]",
+            "    del leaf[id(v)]",
             *_indent(p_rem, 4),
-            "    for f, x in leaf.removes:",
-            "        f(x, v)",
-            "    if not leaf and leaf.h is None and not leaf.removes:",
-            f"        del {lv}[key]",
+            "    if leaf.removes:",
+            "        for f, x in leaf.removes:",
+            "            f(x, v)",
             "elif t is dict:",
-            "    del leaf[k]",
+            "    del leaf[id(v)]",
             "    if not leaf:",
             f"        del {lv}[key]",
             "else:",
@@ -549,8 +563,9 @@ class _Walkers:
             f"leaf = {lv}.get({key})",
             "if leaf.__class__ is Leaf:",
             *_indent(p_msg, 4),
-            "    for f, x in leaf.msgs:",
-            "        f(x, v)",
+            "    if leaf.msgs:",
+            "        for f, x in leaf.msgs:",
+            "            f(x, v)",
         ]
         return add, rem, msg
 
@@ -563,7 +578,6 @@ _ROOT_ENTRY = [
     "    if len(BAG) == n:",
     "        MULTI[c] = MULTI.get(c, 1) + 1",
     "        return",
-    "    k = id(v)",
     "ADD",
     "def remove_assertion(v):",
     "    c = BAG.pop(v, MISSING)",
@@ -579,7 +593,6 @@ _ROOT_ENTRY = [
     "            BAG[c] = c",
     "            return",
     "    v = c",
-    "    k = id(c)",
     "REMOVE",
     "def send_message(v):",
     "MSG",
@@ -596,9 +609,9 @@ def _generate(node: Node, index: Index | None) -> None:
     add, rem, msg = w.bodies(node)
     add, rem, msg = add or ["pass"], rem or ["pass"], msg or ["pass"]
     body = [
-        "def add(k, v):",
+        "def add(v):",
         *_indent(add, 4),
-        "def remove(k, v):",
+        "def remove(v):",
         *_indent(rem, 4),
         "def msg(v):",
         *_indent(msg, 4),
@@ -624,26 +637,43 @@ def _generate(node: Node, index: Index | None) -> None:
 
 
 def _skeleton_kinds(skeleton: Skeleton) -> dict:
-    """Container kind at each position the shape pins; checks that all paths fit the shape."""
+    """Container kind at each position the shape pins, after checking that every path of the
+    skeleton stays inside its shape (a hand-made skeleton could otherwise break the walkers)."""
     kinds: dict[Path, str] = {}
+    sizes: dict[Path, int] = {}
+
+    def fits(path: Path, what: str) -> None:
+        for j, step in enumerate(path):
+            prefix = path[:j]
+            if prefix not in kinds:
+                raise ValueError(f"{what} path {path!r} is not inside the skeleton's shape")
+            if kinds[prefix] != "dict" and not (
+                step.__class__ is int and 0 <= step < sizes[prefix]
+            ):
+                raise ValueError(f"{what} path {path!r}: no position {step!r} at {prefix!r}")
+
     for path, cls in skeleton.shape:
-        if path and path[:-1] not in kinds:
-            raise ValueError(f"shape position {path!r} is not inside an earlier shape position")
         if (
             cls.__class__ is not tuple
             or not cls
             or cls[0] not in ("rec", "arr", "dict")
             or len(cls) != {"rec": 3, "arr": 2, "dict": 1}[cls[0]]
+            or (cls[0] != "dict" and not (cls[-1].__class__ is int and cls[-1] >= 0))
         ):
             raise ValueError(f"bad class {cls!r} in skeleton shape")
+        fits(path, "shape")
         kinds[path] = cls[0]
-    for path in (*skeleton.const_paths, *skeleton.capture_paths, *(p for p, _ in skeleton.checks)):
-        _Gen().path(path, kinds)  # raises ValueError if the path leaves the shape
-    if len(skeleton.const_paths) != len(skeleton.const_values):
-        raise ValueError("skeleton const_paths and const_values differ in length")
-    for _, check in skeleton.checks:
+        sizes[path] = cls[-1] if cls[0] != "dict" else 0
+    for path in skeleton.const_paths:
+        fits(path, "const")
+    for path in skeleton.capture_paths:
+        fits(path, "capture")
+    for path, check in skeleton.checks:
+        fits(path, "check")
         if not isinstance(check, Check):
             raise ValueError(f"not a Check: {check!r}")
+    if len(skeleton.const_paths) != len(skeleton.const_values):
+        raise ValueError("skeleton const_paths and const_values differ in length")
     return kinds
 
 
@@ -711,13 +741,13 @@ class Index:
             bag[v] = v
             if n > 1:
                 multi[v] = n
-            self._root.add(id(v), v)
+            self._root.add(v)
             return
         c = bag[v]
         if n == 0:
             del bag[v]
             multi.pop(c, None)
-            self._root.remove(id(c), c)
+            self._root.remove(c)
         elif n == 1:
             multi.pop(c, None)
         else:
@@ -807,8 +837,13 @@ class Index:
         del leaf.handlers[hkey]
         leaf.refresh(table.primary)
         table.handlers -= 1
-        if not leaf and not leaf.handlers:
-            del table.leaves[key]
+        if not leaf.handlers:  # a Leaf always has handlers: back to a plain cache, or gone
+            if not leaf:
+                del table.leaves[key]
+            elif len(leaf) == 1:
+                table.leaves[key] = next(iter(leaf.values()))
+            else:
+                table.leaves[key] = dict(leaf)
         if table.handlers == 0:
             cont = node.cont
             if len(cont.table) == 1 and node is not self._root:

@@ -170,8 +170,7 @@ class Overlay:
         return [
             name
             for name, runtime in self.runtimes.items()
-            if self.topology.nodes[name].parent is not None
-            and runtime.node.parent_service is None
+            if self.topology.nodes[name].parent is not None and runtime.node.parent_service is None
         ]
 
     def address(self, name: str) -> str:
@@ -197,9 +196,7 @@ async def run_overlay(
     driver = Driver()
     overlay = Overlay(topology, driver)
     for name in topology.order():
-        overlay.runtimes[name] = NodeRuntime(
-            driver.scheduler, name, protocol or topology.protocol
-        )
+        overlay.runtimes[name] = NodeRuntime(driver.scheduler, name, protocol or topology.protocol)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run)
         for name, runtime in overlay.runtimes.items():

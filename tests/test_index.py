@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from feds.index import Index
-from feds.patterns import compile_pattern
+from feds.patterns import Skeleton, compile_pattern
 from feds.values import FrozenDict, Record, Symbol
 
 S = Symbol
@@ -379,3 +379,39 @@ def test_leaf_left_without_handlers_keeps_its_cache() -> None:
     ix.remove_assertion(r("a", 1, "y"))
     assert again.take() == [("-", ("y",))]
     assert l2.take() == [("+", ("z",))]
+
+
+def test_malformed_skeletons_are_refused_before_anything_changes() -> None:
+    ix = Index()
+    good = compile_pattern(rec("a", bind(), D))
+    bad = [
+        Skeleton(good.shape, good.const_paths, good.const_values, ((2,),), ()),  # no field 2
+        Skeleton(good.shape, ((0, 0),), (1,), (), ()),  # field 0 has no known shape
+        Skeleton((((), ("rec", S("a"))),), (), (), (), ()),  # a class without an arity
+        Skeleton((((0,), ("arr", 1)),), (), (), (), ()),  # a position inside nothing
+        Skeleton(good.shape, ((0,),), (), (), ()),  # paths and values differ in length
+        Skeleton(good.shape, (), (), (), (((0,), "not a check"),)),
+    ]
+    for sk in bad:
+        with pytest.raises(ValueError):
+            ix.add_handler(sk, Log())
+    assert ix.is_empty()
+
+
+def test_handlerless_leaves_in_a_live_table_track_every_value() -> None:
+    ix = Index()
+    keep = observe(ix, rec("a", lit(0), bind()))  # keeps the const table alive
+    for x in ["p", "q", "r"]:  # leaf 1: a single value, then a dict of values
+        ix.add_assertion(r("a", 1, x))
+    ix.remove_assertion(r("a", 1, "q"))
+    late = observe(ix, rec("a", lit(1), bind()))
+    assert sorted(late.take()) == [("+", ("p",)), ("+", ("r",))]
+    ix.remove_handler(compile_pattern(rec("a", lit(1), bind())), late)  # back to a plain cache
+    ix.add_assertion(r("a", 1, "s"))
+    ix.remove_assertion(r("a", 1, "p"))
+    again = observe(ix, rec("a", lit(1), bind()))
+    assert sorted(again.take()) == [("+", ("r",)), ("+", ("s",))]
+    for x in ["r", "s"]:
+        ix.remove_assertion(r("a", 1, x))
+    assert sorted(again.take()) == [("-", ("r",)), ("-", ("s",))]
+    assert keep.take() == []

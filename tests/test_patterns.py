@@ -112,7 +112,8 @@ def test_rec_checks_label_and_arity() -> None:
     assert match(rec("a"), r("a", 1)) is None
     # labels need not be symbols
     assert match(rec("s"), Record("s", ())) is None
-    assert match(Record(S("group"), (Record(S("rec"), ("s",)), FrozenDict())), Record("s", ())) == ()
+    str_label = Record(S("group"), (Record(S("rec"), ("s",)), FrozenDict()))
+    assert match(str_label, Record("s", ())) == ()
 
 
 def test_arr_is_exact_length_sequences_only() -> None:
