@@ -71,6 +71,7 @@ class _Step(str):
 
 
 _BIND_STEP = _Step("<bind>")
+_LIT = Symbol("lit")
 
 
 def _and_step(i: int) -> _Step:
@@ -435,9 +436,6 @@ def _walk(p: Any, vpath: Path, ppath: tuple, acc: _Acc) -> bool:
     else:  # regex
         acc.checks.append((vpath, _check_regex(p, ppath)))
     return False
-
-
-_LIT = Symbol("lit")
 
 
 def validate(p: Value) -> None:

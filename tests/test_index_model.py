@@ -6,8 +6,14 @@ events of each callback are the differences between the sets of distinct capture
 (computed with ``patterns.match`` over the held assertions) before and after, plus ``"!"`` for
 each registration matching a message. Events of one operation are compared as multisets.
 
-Values and patterns come from a small universe (few labels, atoms that are equal across types,
-patterns shaped after values already in play) so that patterns overlap and match a lot.
+Operations: add a handler (new callback or one already registered elsewhere; a late handler
+must be told exactly the current set), remove a handler (or a pair never registered), assert
+(also by ``adjust_assertion`` and with several copies), retract (also through an equal value
+built from other objects, e.g. ``#t`` for ``1``), over-retract (must raise and change nothing),
+send a message, apply a patch, and at the end withdraw everything and check that no structure
+is left. Values and patterns come from a small universe (few labels, atoms that are equal
+across types, patterns shaped after values in play, variants of registered patterns that share
+their shape and const paths) so that patterns overlap and match a lot.
 """
 
 from __future__ import annotations
