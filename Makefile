@@ -24,7 +24,9 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) benchmarks/dataspace.py
+	$(PY) benchmarks/overlay.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
