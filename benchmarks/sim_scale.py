@@ -1,10 +1,11 @@
 """How simulation time grows with the number of nodes and with the number of events.
 
-Each run simulates a random tree (``random-tree:n=N``) with ``10 * N`` subscriptions over
-``N`` topics, one subscriber and one publisher client per node, and the given number of
-published events (half messages, half assertions living 0.5 virtual seconds), with the real
-node, relay and protocol code (:func:`feds.sim.simulate`). It prints a markdown table: wall
-time, turns run, link events carried, microseconds per turn and the process's peak memory.
+Each run simulates a random tree (``random-tree:n=N``) with ``10 * N`` subscriptions over 100
+topics (one subscriber and one publisher client per node, placed uniformly) and the given
+number of published events (half messages, half assertions living 0.5 virtual seconds), with
+the real node, relay and protocol code (:func:`feds.sim.simulate`). ``selectivity`` is the share
+of events on a subscribed topic (the rest interest nobody). It prints a markdown table: wall
+time, turns run, link events carried, the lower bound, microseconds per turn and peak memory.
 
 Run (the table in docs/performance.md)::
 
@@ -35,15 +36,15 @@ class Config:
     subscriptions: int
     events: int
     protocol: str = "aggregate-subs"
-    topics: int = 0
-    selectivity: float = 1.0
+    topics: int = 100
+    selectivity: float = 0.01
 
     def spec(self) -> WorkloadSpec:
         return WorkloadSpec(
             subscribers=self.nodes,
             subscriptions=self.subscriptions,
             publishers=self.nodes,
-            topics=self.topics or self.nodes,
+            topics=self.topics,
             events=self.events,
             rate=max(100.0, self.events / 10),
             messages=0.5,
@@ -83,8 +84,8 @@ def run_isolated(config: Config, seed: int) -> dict:
 
 
 HEADER = (
-    "| nodes | height | subscriptions | events | protocol | wall s | turns | link events "
-    "| bound | µs/turn | peak MB |"
+    "| nodes | height | subscriptions | events | selectivity | protocol | wall s | turns "
+    "| link events | bound | µs/turn | peak MB |"
 )
 
 
@@ -92,7 +93,8 @@ def row(r: dict) -> str:
     ok = "" if r["transparent"] else " (NOT transparent)"
     return (
         f"| {r['nodes']:,} | {r['height']} | {r['subscriptions']:,} | {r['events']:,} "
-        f"| {r['protocol']}{ok} | {r['wall_s']:.1f} | {r['turns']:,} | {r['link_events']:,} "
+        f"| {r['selectivity']:g} | {r['protocol']}{ok} | {r['wall_s']:.1f} | {r['turns']:,} "
+        f"| {r['link_events']:,} "
         f"| {r['bound']:,} | {r['us_per_turn']:.1f} | {r['peak_mb']:.0f} |"
     )
 
@@ -105,6 +107,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--subscriptions", type=int)
     parser.add_argument("--protocol", default="aggregate-subs")
+    parser.add_argument("--selectivity", type=float, default=0.01)
     parser.add_argument("--_one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._one:
@@ -112,10 +115,13 @@ def main() -> None:
         return
     if args.nodes:
         subs = args.subscriptions or 10 * args.nodes
-        configs = [Config(args.nodes, subs, args.events, args.protocol)]
+        configs = [
+            Config(args.nodes, subs, args.events, args.protocol, selectivity=args.selectivity)
+        ]
     else:
         configs = [Config(n, 10 * n, 10_000) for n in (100, 300, 1000)]
-        configs += [Config(300, 3000, e) for e in (3_000, 30_000)]
+        configs += [Config(1000, 10_000, e) for e in (30_000,)]
+        configs += [Config(300, 3000, 10_000, selectivity=s) for s in (0.1, 0.3)]
         if args.full:
             configs.append(Config(1000, 10_000, 100_000))
     print(HEADER)

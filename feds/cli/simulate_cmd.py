@@ -46,7 +46,7 @@ examples:
 
 Topology generator specs: chain:n=10, star:n=20, balanced:k=3,depth=4, random-tree:n=50,
 random-graph:n=50,p=0.1 (its minimum spanning tree). Workload keys may come from a TOML file
-(--workload, see examples/workloads/) and be overridden one by one with the options below.
+(--workload, see examples/workloads/) and be overridden one by one with the workload options.
 
 Output: the comparison table on stdout (--json: the summaries as JSON). With --out DIR:
 summary.csv, links.csv, nodes.csv, latency.csv, results.json and, with matplotlib installed
@@ -181,6 +181,7 @@ class _ProgressBar:
         self._task: Any = None
         self._label = ""
         self._started = 0.0
+        self._shown = 0.0
 
     def __enter__(self) -> _ProgressBar:
         if self.enabled:
@@ -212,7 +213,11 @@ class _ProgressBar:
             if done >= total:
                 self._rich.remove_task(self._task)
             return
-        elapsed = time.monotonic() - self._started
+        now = time.monotonic()
+        if done < total and now - self._shown < 0.5:
+            return
+        self._shown = now
+        elapsed = now - self._started
         end = "\n" if done >= total else ""
         percent = 100 * done / total if total else 100
         sys.stderr.write(f"\r{self._label}: {percent:5.1f}% ({elapsed:.0f}s){end}")

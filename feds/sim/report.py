@@ -76,10 +76,14 @@ def render_table(results: Sequence[SimResult], out: TextIO, title: str = "") -> 
         return
     table = Table(title=title or None)
     for i, heading in enumerate(headings):
-        table.add_column(heading, justify="left" if i == 0 else "right")
+        table.add_column(heading, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
-    Console(file=out, width=max(100, sum(len(h) + 3 for h in headings))).print(table)
+    wide = sum(max(len(h), *(len(r[i]) for r in rows)) + 3 for i, h in enumerate(headings))
+    console = Console(file=out)
+    if not console.is_terminal:
+        console = Console(file=out, width=max(wide, len(title)) + 4)
+    console.print(table)
 
 
 def _plain_table(headings: list[str], rows: list[list[str]], out: TextIO, title: str) -> None:
@@ -172,6 +176,7 @@ def _plot_state(ax: Any, results: Sequence[SimResult]) -> None:
             alpha=0.3,
         )
     ax.set_xlabel("node depth (0 = root)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("peak assertions in the fragment")
     ax.set_title("State per node by depth")
     _finish(ax)

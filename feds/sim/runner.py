@@ -54,8 +54,9 @@ Progress = Callable[[int, int], None]
 TURN_LIMIT = 50_000_000
 """Turns one scheduler run may take without becoming idle; more means a loop inside a node."""
 QUIET_AFTER = 60.0
-"""Virtual seconds after the last action (plus link delays) within which the overlay must be
-quiet; traffic still flowing then means a routing loop."""
+"""Virtual seconds after the last action (plus link delays and the time to send what is
+queued on slow links) within which the overlay must be quiet; traffic still flowing then means
+a routing loop."""
 
 
 class TransparencyError(AssertionError):
@@ -110,8 +111,11 @@ class _Deliveries:
     assert_latency: array = field(default_factory=lambda: array("d"))
     message_latency: array = field(default_factory=lambda: array("d"))
 
-    def hook(self, seen: list[Value]) -> Callable[[str, tuple], None]:
-        """The arrival hook of one observer; it also lists the tags of assertions in ``seen``."""
+    def hook(self, seen: list[Value], since: float) -> Callable[[str, tuple], None]:
+        """The arrival hook of an observer subscribed at ``since``; lists assertion tags in
+        ``seen``. Latency counts from when the delivery became due: the publication, or the
+        subscription if it came later (an observer is told of older assertions when it joins).
+        """
         published, clock = self.published, self.network
         asserted, sent = self.assert_latency.append, self.message_latency.append
         saw = seen.append
@@ -122,7 +126,7 @@ class _Deliveries:
             if kind == "+":
                 saw(tag)
                 if at is not None:
-                    asserted(clock.now - at)
+                    asserted(clock.now - (at if at > since else since))
             elif at is not None:
                 sent(clock.now - at)
 
@@ -247,7 +251,11 @@ class _Run:
             self.apply(action)
             if progress is not None and i % every == 0:
                 progress(i, total)
-        limit = network.now + QUIET_AFTER + self._slowest_path()
+        backlog = max(
+            (ch.busy_until for link in network.links for ch in (link.up, link.down)),
+            default=network.now,
+        )
+        limit = max(network.now, backlog) + QUIET_AFTER + self._slowest_path()
         self.run_until(limit)
         self.run_scheduler()
         if network.next_time() is not None:
@@ -282,7 +290,7 @@ class _Run:
         ledger = self.ledger
         if a.kind == SUBSCRIBE:
             seen: list[Value] = []
-            watcher = Watcher(self.deliveries.hook(seen))
+            watcher = Watcher(self.deliveries.hook(seen, now))
             self.observer_keys[a.key] = work.observe(client, a.value, watcher)
             ledger.subscribe(a.key, SubscriptionRecord(a.topic, a.value, watcher, now, None, seen))
             self.bound.subscribe(a.topic, node, +1)
