@@ -2,26 +2,8 @@
 
 from __future__ import annotations
 
-from feds.actor import Entity, Handle, Scheduler, Turn
-from feds.values import Value
-
-
-class Recorder(Entity):
-    """Records every event it receives, with the values behind retracted handles."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Value]] = []
-        self.live: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.live[handle] = value
-        self.events.append(("+", value))
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        self.events.append(("-", self.live.pop(handle)))
-
-    def on_message(self, turn: Turn, value: Value) -> None:
-        self.events.append(("!", value))
+from feds.actor import Scheduler, Turn
+from tests.recording import Recorder
 
 
 def make_target(sched: Scheduler) -> tuple[Recorder, list]:

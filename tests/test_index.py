@@ -7,52 +7,9 @@ import pytest
 from feds.index import Index
 from feds.patterns import Skeleton, compile_pattern
 from feds.values import FrozenDict, Record, Symbol
+from tests.builders import D, and_, arr, bind, dct, lit, r, rec, rng, rx, typ
 
 S = Symbol
-
-# ---- tiny builders for the record form (see protocols/patterns.md) ---------------------------
-
-D = Record(S("_"), ())
-
-
-def bind(p: object = D) -> Record:
-    return Record(S("bind"), (p,))
-
-
-def lit(v: object) -> Record:
-    return Record(S("lit"), (v,))
-
-
-def rec(label: str, *ps: object) -> Record:
-    return Record(S("group"), (Record(S("rec"), (S(label),)), FrozenDict(dict(enumerate(ps)))))
-
-
-def arr(*ps: object) -> Record:
-    return Record(S("group"), (Record(S("arr"), ()), FrozenDict(dict(enumerate(ps)))))
-
-
-def dct(entries: dict) -> Record:
-    return Record(S("group"), (Record(S("dict"), ()), FrozenDict(entries)))
-
-
-def and_(*ps: object) -> Record:
-    return Record(S("and"), (tuple(ps),))
-
-
-def typ(name: str) -> Record:
-    return Record(S("type"), (S(name),))
-
-
-def rng(lo: object, hi: object, lo_inc: bool = True, hi_inc: bool = True) -> Record:
-    return Record(S("range"), (lo, hi, lo_inc, hi_inc))
-
-
-def rx(src: str) -> Record:
-    return Record(S("regex"), (src,))
-
-
-def r(label: str, *fields: object) -> Record:
-    return Record(S(label), fields)
 
 
 class Log:

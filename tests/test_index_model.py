@@ -26,54 +26,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feds.index import Index
+from feds.pattern_forms import TYPE_NAMES
 from feds.patterns import Skeleton, compile_pattern, match
 from feds.values import NAN, FrozenDict, Record, Symbol
+from tests.builders import D, and_, bind, group, lit, rng
 
 S = Symbol
-
-# ---- tiny builders for the record form (see protocols/patterns.md) ---------------------------
-
-D = Record(S("_"), ())
-
-
-def bind(p: object = D) -> Record:
-    return Record(S("bind"), (p,))
-
-
-def lit(v: object) -> Record:
-    return Record(S("lit"), (v,))
-
-
-def group(kind: Record, subs: dict) -> Record:
-    return Record(S("group"), (kind, FrozenDict(subs)))
-
-
-def and_(*ps: object) -> Record:
-    return Record(S("and"), (tuple(ps),))
-
-
-def rng(lo: object, hi: object, lo_inc: bool, hi_inc: bool) -> Record:
-    return Record(S("range"), (lo, hi, lo_inc, hi_inc))
-
 
 # ---- the universe ----------------------------------------------------------------------------
 
 ATOMS = [0, 1, 2, True, 1.5, -0.0, "a", "ab", "", S("a"), None, NAN, b"x"]
 LABELS = [S("a"), S("b"), "s"]
 KEYS = ["k", "j", 0]
-TYPES = [
-    "boolean",
-    "number",
-    "integer",
-    "float",
-    "string",
-    "bytes",
-    "symbol",
-    "record",
-    "sequence",
-    "set",
-    "dict",
-]
+TYPES = list(TYPE_NAMES)
 
 atoms = st.sampled_from(ATOMS)
 values = st.recursive(

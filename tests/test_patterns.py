@@ -20,58 +20,9 @@ from feds.patterns import (
     validate,
 )
 from feds.values import NAN, FrozenDict, Record, Symbol
+from tests.builders import D, and_, arr, bind, dct, lit, one_of, r, rec, rng, rx, typ
 
 S = Symbol
-
-# ---- tiny builders for the record form (see protocols/patterns.md) ---------------------------
-
-D = Record(S("_"), ())
-
-
-def bind(p: object = D) -> Record:
-    return Record(S("bind"), (p,))
-
-
-def lit(v: object) -> Record:
-    return Record(S("lit"), (v,))
-
-
-def rec(label: object, *ps: object) -> Record:
-    lab = S(label) if isinstance(label, str) else label
-    return Record(S("group"), (Record(S("rec"), (lab,)), FrozenDict(dict(enumerate(ps)))))
-
-
-def arr(*ps: object) -> Record:
-    return Record(S("group"), (Record(S("arr"), ()), FrozenDict(dict(enumerate(ps)))))
-
-
-def dct(entries: dict) -> Record:
-    return Record(S("group"), (Record(S("dict"), ()), FrozenDict(entries)))
-
-
-def and_(*ps: object) -> Record:
-    return Record(S("and"), (tuple(ps),))
-
-
-def typ(name: str) -> Record:
-    return Record(S("type"), (S(name),))
-
-
-def one_of(*vs: object) -> Record:
-    return Record(S("one-of"), (frozenset(vs),))
-
-
-def rng(lo: object, hi: object, lo_inc: object = True, hi_inc: object = True) -> Record:
-    return Record(S("range"), (lo, hi, lo_inc, hi_inc))
-
-
-def rx(src: object) -> Record:
-    return Record(S("regex"), (src,))
-
-
-def r(label: str, *fields: object) -> Record:
-    return Record(S(label), fields)
-
 
 # ---- match: structure ------------------------------------------------------------------------
 

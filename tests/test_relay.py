@@ -21,24 +21,7 @@ from feds.relay import (
     negotiate_version,
 )
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, record
-
-
-class Recorder(Entity):
-    """Records every event, keeping the values behind live handles."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Value]] = []
-        self.live: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.live[handle] = value
-        self.events.append(("+", value))
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        self.events.append(("-", self.live.pop(handle)))
-
-    def on_message(self, turn: Turn, value: Value) -> None:
-        self.events.append(("!", value))
+from tests.recording import Recorder
 
 
 def settle(schedulers: list[Scheduler], *pairs: tuple[Relay, Relay]) -> None:

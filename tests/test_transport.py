@@ -11,23 +11,8 @@ from feds.codec import FrameDecoder, encode_frame
 from feds.driver import Driver
 from feds.relay import CLIENT, PEER, Hello, Relay
 from feds.transport import connect_tcp, listener_port, memory_pair, serve_tcp
-from feds.values import Symbol, Value, record
-
-
-class Recorder(Entity):
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Value]] = []
-        self.live: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.live[handle] = value
-        self.events.append(("+", value))
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        self.events.append(("-", self.live.pop(handle)))
-
-    def on_message(self, turn: Turn, value: Value) -> None:
-        self.events.append(("!", value))
+from feds.values import Symbol, record
+from tests.recording import Recorder
 
 
 async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
