@@ -276,17 +276,12 @@ class Decoder:
         return value
 
     def _unpack(self, data: bytes) -> Value:
-        if len(data) <= self._max_length:
-            # msgpack's own length limits default to the data length, which is then within ours.
-            return msgpack.unpackb(
-                data,
-                ext_hook=self._ext_hook,
-                list_hook=self._list_hook,
-                use_list=False,
-                raw=False,
-                strict_map_key=False,
-                object_pairs_hook=_frozendict_from_pairs,
-            )
+        # msgpack's own length limits default to the data length: only a longer input needs ours.
+        limits = (
+            {}
+            if len(data) <= self._max_length
+            else {"max_array_len": self._max_length, "max_map_len": self._max_length}
+        )
         return msgpack.unpackb(
             data,
             ext_hook=self._ext_hook,
@@ -295,8 +290,7 @@ class Decoder:
             raw=False,
             strict_map_key=False,
             object_pairs_hook=_frozendict_from_pairs,
-            max_array_len=self._max_length,
-            max_map_len=self._max_length,
+            **limits,
         )
 
     def _needs_check(self, data: bytes) -> bool:
