@@ -58,7 +58,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -436,6 +436,20 @@ async def feds_wait(counter: Counter, timeout: float) -> None:
             await trio.sleep(0.002)
 
 
+async def _consume(
+    events: AsyncIterator, counter: Counter, warm: trio.Event, mark: trio.Event, marks: Callable
+) -> None:
+    """Count DATA events; flag the first WARM event, and the MARK event when ``marks(event)``."""
+    async for event in events:
+        kind = event.captures[0][:1]
+        if kind == DATA:
+            counter.hit()
+        elif kind == WARM:
+            warm.set()
+        elif marks(event):
+            mark.set()
+
+
 async def feds_phase_messages(
     pub: Session, sub: Session, n: int, window: int, timeout: float
 ) -> float:
@@ -443,18 +457,7 @@ async def feds_phase_messages(
     seen_warm = trio.Event()
     seen_mark = trio.Event()
     async with sub.observe("<bench $payload>") as events, trio.open_nursery() as nursery:
-
-        async def consume() -> None:
-            async for event in events:
-                kind = event.captures[0][:1]
-                if kind == DATA:
-                    counter.hit()
-                elif kind == WARM:
-                    seen_warm.set()
-                else:
-                    seen_mark.set()
-
-        nursery.start_soon(consume)
+        nursery.start_soon(_consume, events, counter, seen_warm, seen_mark, lambda e: True)
         await sub.sync()
         await _feds_prime(lambda p: pub.send(Record(BENCH, (p,))), seen_warm, seen_mark, timeout)
         counter.expect(n)
@@ -500,18 +503,8 @@ async def feds_phase_changes(
     seen_warm = trio.Event()
     seen_mark = trio.Event()
     async with sub.observe("<change $payload>") as events, trio.open_nursery() as nursery:
-
-        async def consume() -> None:
-            async for event in events:
-                kind = event.captures[0][:1]
-                if kind == DATA:
-                    counter.hit()
-                elif kind == WARM:
-                    seen_warm.set()
-                elif event.kind == "+":
-                    seen_mark.set()
-
-        nursery.start_soon(consume)
+        marks = lambda e: e.kind == "+"  # noqa: E731  (a retracted mark is not the mark)
+        nursery.start_soon(_consume, events, counter, seen_warm, seen_mark, marks)
         await sub.sync()
 
         def change(p: bytes) -> None:

@@ -21,6 +21,7 @@ from feds.patterns import (
 )
 from feds.values import NAN, FrozenDict, Record, Symbol
 from tests.builders import D, and_, arr, bind, dct, lit, one_of, r, rec, rng, rx, typ
+from tests.pattern_strategies import pattern_for, values
 
 S = Symbol
 
@@ -329,71 +330,6 @@ def test_capture_count() -> None:
 
 # ---- property: skeletons mean what match means -----------------------------------------------
 
-ATOMS = [0, 1, 2, True, 1.5, -0.0, "a", "ab", "", S("a"), None, NAN, b"x"]
-LABELS = [S("a"), S("b")]
-
-
-def values() -> st.SearchStrategy:
-    return st.recursive(
-        st.sampled_from(ATOMS),
-        lambda kids: st.one_of(
-            st.builds(
-                lambda lab, fs: Record(lab, tuple(fs)),
-                st.sampled_from(LABELS),
-                st.lists(kids, max_size=3),
-            ),
-            st.lists(kids, max_size=2).map(tuple),
-            st.dictionaries(st.sampled_from(["k", "j", 0]), kids, max_size=2).map(FrozenDict),
-        ),
-        max_leaves=6,
-    )
-
-
-def constraints() -> st.SearchStrategy:
-    bounds = st.sampled_from([None, -1, 0, 1, 1.5, 2])
-    return st.one_of(
-        st.sampled_from(sorted(TYPE_CASES)).map(typ),
-        st.frozensets(st.sampled_from(ATOMS), max_size=3).map(lambda s: Record(S("one-of"), (s,))),
-        st.builds(rng, bounds, bounds, st.booleans(), st.booleans()),
-        st.sampled_from(["a", "^a$", "b", "^$", "a|b"]).map(rx),
-    )
-
-
-@st.composite
-def pattern_for(draw: st.DrawFn, v: object, depth: int = 0) -> Record:
-    """A pattern shaped after ``v`` (so it often matches), with random twists."""
-    kinds = ["discard", "bind", "lit", "constraint", "and"]
-    if v.__class__ in (Record, tuple, FrozenDict) and depth < 4:
-        kinds += ["group"] * 4
-    kind = draw(st.sampled_from(kinds))
-    if kind == "discard":
-        return D
-    if kind == "bind":
-        return bind(draw(pattern_for(v, depth + 1)))
-    if kind == "lit":
-        return lit(draw(st.one_of(st.just(v), st.sampled_from(ATOMS))))
-    if kind == "constraint":
-        return draw(constraints())
-    if kind == "and":
-        items = draw(st.lists(constraints(), max_size=2))
-        items.append(draw(pattern_for(v, depth + 1)))
-        return and_(*draw(st.permutations(items)))
-    twist = draw(st.sampled_from(["none"] * 5 + ["other"]))
-    if v.__class__ is FrozenDict:
-        keys = draw(st.lists(st.sampled_from(sorted(v, key=str)), unique=True)) if v else []
-        entries = {k: draw(pattern_for(v[k], depth + 1)) for k in keys}
-        if twist == "other":
-            entries["zz"] = D
-        return dct(entries)
-    items = list(v.fields if v.__class__ is Record else v)  # type: ignore[attr-defined]
-    subs = [draw(pattern_for(x, depth + 1)) for x in items]
-    if twist == "other":
-        subs = subs[:-1] if subs and draw(st.booleans()) else [*subs, D]
-    if v.__class__ is Record:
-        label = draw(st.sampled_from([v.label, *LABELS]))  # type: ignore[attr-defined]
-        return rec(label, *subs)
-    return arr(*subs)
-
 
 def _project(v: object, path: tuple) -> object:
     for step in path:
@@ -439,10 +375,10 @@ def skeleton_match(sk: Skeleton, v: object) -> tuple | None:
 
 @given(st.data())
 def test_compiled_skeleton_agrees_with_match(data: st.DataObject) -> None:
-    shape_of = data.draw(values())
+    shape_of = data.draw(values)
     p = data.draw(pattern_for(shape_of))
     sk = compile_pattern(p)
-    for v in [shape_of, *data.draw(st.lists(values(), max_size=3))]:
+    for v in [shape_of, *data.draw(st.lists(values, max_size=3))]:
         expected = match(p, v)
         assert skeleton_match(sk, v) == expected
         if expected is not None:

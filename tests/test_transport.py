@@ -47,8 +47,9 @@ class Side:
         return actor
 
 
-async def test_tcp_assert_retract_and_loss_of_the_client(nursery: trio.Nursery) -> None:
-    server, client = Side(nursery), Side(nursery)
+async def recording_server(nursery: trio.Nursery) -> tuple[Recorder, list[Relay], int]:
+    """A TCP server exposing a Recorder: the recorder, its accepted relays, its port."""
+    server = Side(nursery)
     rec = Recorder()
     target = server.exposing(rec)
     accepted: list[Relay] = []
@@ -57,8 +58,13 @@ async def test_tcp_assert_retract_and_loss_of_the_client(nursery: trio.Nursery) 
         accepted.append(Relay(server.sched, "server", PEER, target))
         return accepted[-1]
 
-    listeners = await nursery.start(serve_tcp, "127.0.0.1", 0, make_relay)
-    port = listener_port(listeners)
+    port = listener_port(await nursery.start(serve_tcp, "127.0.0.1", 0, make_relay))
+    return rec, accepted, port
+
+
+async def test_tcp_assert_retract_and_loss_of_the_client(nursery: trio.Nursery) -> None:
+    client = Side(nursery)
+    rec, accepted, port = await recording_server(nursery)
 
     relay, proxies = client.client_relay()
     connection = trio.CancelScope()
@@ -84,16 +90,8 @@ async def test_tcp_assert_retract_and_loss_of_the_client(nursery: trio.Nursery) 
 
 
 async def test_tcp_protocol_error_closes_only_that_connection(nursery: trio.Nursery) -> None:
-    server, client = Side(nursery), Side(nursery)
-    rec = Recorder()
-    target = server.exposing(rec)
-    accepted: list[Relay] = []
-
-    def make_relay() -> Relay:
-        accepted.append(Relay(server.sched, "server", PEER, target))
-        return accepted[-1]
-
-    port = listener_port(await nursery.start(serve_tcp, "127.0.0.1", 0, make_relay))
+    client = Side(nursery)
+    rec, accepted, port = await recording_server(nursery)
 
     # A raw client that speaks nonsense gets an error packet, then EOF.
     raw = await trio.open_tcp_stream("127.0.0.1", port)
