@@ -1,0 +1,195 @@
+"""Cost per event of the federation's hot path, in one process: real nodes over virtual links.
+
+A chain of ``--nodes`` nodes (default 3: ``a`` ← ``b`` ← ``c``) is linked by the simulator's
+virtual links (:mod:`feds.sim.network`, zero latency), which carry the real encoded frames
+between real relays. A client at ``a`` observes ``<bench $i $payload>``; a client at the far
+end publishes ``--events`` events with a 64-byte payload, one per client turn: messages, then
+assert+retract pairs. Reported per event: wall-clock microseconds and turns run, for each
+protocol, and as the peer in the same run the same events in one plain dataspace (no
+federation: client → dataspace → observer). Medians of ``--reps`` repetitions, interleaved.
+
+This isolates the CPU cost of the node, relay, codec and protocol code from sockets and task
+switches (``benchmarks/overlay.py`` measures those, end to end over TCP)::
+
+    .venv/bin/python benchmarks/hop.py                        # all protocols, about 1 minute
+    .venv/bin/python benchmarks/hop.py --protocols aggregate-subs --profile /tmp/hop.prof
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from feds.actor import Scheduler, Turn
+from feds.dataspace import Dataspace, observe
+from feds.protocols import make_protocol, protocol_names
+from feds.sim.network import LinkParams, Network
+from feds.sim.reference import Watcher, Workload
+from feds.sim.runner import SimNode
+from feds.syntax import parse_pattern
+from feds.values import Record, Symbol
+
+BENCH = Symbol("bench")
+PAYLOAD = bytes(range(64))
+PATTERN = parse_pattern("<bench $i $payload>")[0]
+PLAIN = "one dataspace"
+
+
+class Chain:
+    """``n`` nodes in a chain over zero-latency virtual links, clients at both ends."""
+
+    def __init__(self, protocol: str, n: int, count: Callable[[str, object], None]) -> None:
+        self.scheduler = s = Scheduler()
+        nodes = [SimNode(s, f"n{i}", make_protocol(protocol)) for i in range(n)]
+        s.run_until_idle()
+        self.network = Network(s)
+        for child, parent in zip(nodes[1:], nodes, strict=False):
+            self.network.connect(child, parent, LinkParams(latency=0.0))
+        self.settle()
+        self.workload = w = Workload(s)
+        self.watcher = Watcher(count)
+        w.observe(w.attach(nodes[0], "subscriber"), PATTERN, self.watcher)
+        self.publisher = w.attach(nodes[-1], "publisher")
+        self.settle()
+
+    def settle(self) -> None:
+        network, scheduler = self.network, self.scheduler
+        while True:
+            scheduler.run_until_idle()
+            network.flush()
+            if network.next_time() is None:
+                return
+            network.deliver_next()
+
+    def messages(self, values: list[Record]) -> None:
+        for v in values:
+            self.workload.send(self.publisher, v)
+        self.settle()
+
+    def changes(self, values: list[Record]) -> None:
+        keys = [self.workload.assert_(self.publisher, v) for v in values]
+        self.settle()
+        for key in keys:
+            self.workload.retract(self.publisher, key)
+        self.settle()
+
+
+class Single:
+    """The peer: the same client actions against one plain dataspace."""
+
+    def __init__(self, count: Callable[[str, object], None]) -> None:
+        self.scheduler = s = Scheduler()
+        ds = Dataspace()
+        self.watcher = Watcher(count)
+        refs: list = []
+
+        def boot(t: Turn) -> None:
+            refs.append(t.ref(ds))
+            t.publish(refs[0], observe(PATTERN, t.ref(self.watcher)))
+
+        s.spawn(boot, name="dataspace")
+        s.run_until_idle()
+        self.ds = refs[0]
+        client: list = []
+        s.spawn(lambda t: client.append(t.facet), name="publisher")
+        s.run_until_idle()
+        self.facet = client[0]
+
+    def _act(self, action: Callable[[Turn], None]) -> None:
+        self.scheduler.enqueue(self.facet.actor, self.facet, action)
+
+    def messages(self, values: list[Record]) -> None:
+        for v in values:
+            self._act(lambda t, v=v: t.message(self.ds, v))
+        self.scheduler.run_until_idle()
+
+    def changes(self, values: list[Record]) -> None:
+        handles: list = []
+        for v in values:
+            self._act(lambda t, v=v: handles.append(t.publish(self.ds, v)))
+        self.scheduler.run_until_idle()
+        for h in handles:
+            self._act(lambda t, h=h: t.retract(h))
+        self.scheduler.run_until_idle()
+
+
+class Arrivals:
+    """Counts the assertions and messages reaching an observer: a run that loses one fails."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, event: str, value: object) -> None:
+        self.count += 1
+
+
+def measure(
+    system: Chain | Single, arrivals: Arrivals, kind: str, n: int, first: int
+) -> tuple[float, float]:
+    """Microseconds and turns per event for ``n`` events (a pair counts as two events)."""
+    values = [Record(BENCH, (first + i, PAYLOAD)) for i in range(n)]
+    events = n if kind == "messages" else 2 * n
+    before = arrivals.count
+    turns = system.scheduler.turns_run
+    gc.collect()
+    start = time.perf_counter()
+    getattr(system, kind)(values)
+    elapsed = time.perf_counter() - start
+    if arrivals.count - before != n or system.watcher.current:
+        raise SystemExit(f"{kind}: {arrivals.count - before} of {n} arrivals, or retractions lost")
+    return 1e6 * elapsed / events, (system.scheduler.turns_run - turns) / events
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--protocols", default="all", help="comma-separated, or all")
+    parser.add_argument("--nodes", type=int, default=3, help="chain length (default 3)")
+    parser.add_argument("--events", type=int, default=3000, help="events per repetition")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of one repetition")
+    args = parser.parse_args(argv)
+    names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
+    arrivals = {name: Arrivals() for name in [PLAIN, *names]}
+    systems: dict[str, Chain | Single] = {PLAIN: Single(arrivals[PLAIN])}
+    systems.update((name, Chain(name, args.nodes, arrivals[name])) for name in names)
+    kinds = ("messages", "changes")
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    first = 0
+    for _ in range(args.reps):
+        for kind in kinds:
+            for name, system in systems.items():
+                samples.setdefault((name, kind), []).append(
+                    measure(system, arrivals[name], kind, args.events, first)
+                )
+                first += args.events
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for name in names:
+            for kind in kinds:
+                measure(systems[name], arrivals[name], kind, args.events, first)
+                first += args.events
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+    print(f"{args.nodes}-node chain, {args.events} events, median of {args.reps} repetitions")
+    header = f"{'system':16} {'kind':9} {'µs/event':>9} {'turns/event':>12} {'÷ one dataspace':>16}"
+    print(header)
+    for kind in kinds:
+        base = statistics.median(us for us, _ in samples[(PLAIN, kind)])
+        for name in systems:
+            us = statistics.median(x for x, _ in samples[(name, kind)])
+            turns = samples[(name, kind)][0][1]
+            print(f"{name:16} {kind:9} {us:9.1f} {turns:12.1f} {us / base:16.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
