@@ -84,7 +84,7 @@ def run_isolated(config: Config, seed: int) -> dict:
 
 
 HEADER = (
-    "| nodes | height | subscriptions | events | selectivity | protocol | wall s | turns "
+    "| nodes | height | subscriptions | topics | events | selectivity | protocol | wall s | turns "
     "| link events | bound | µs/turn | peak MB |"
 )
 
@@ -92,7 +92,8 @@ HEADER = (
 def row(r: dict) -> str:
     ok = "" if r["transparent"] else " (NOT transparent)"
     return (
-        f"| {r['nodes']:,} | {r['height']} | {r['subscriptions']:,} | {r['events']:,} "
+        f"| {r['nodes']:,} | {r['height']} | {r['subscriptions']:,} | {r['topics']:,} "
+        f"| {r['events']:,} "
         f"| {r['selectivity']:g} | {r['protocol']}{ok} | {r['wall_s']:.1f} | {r['turns']:,} "
         f"| {r['link_events']:,} "
         f"| {r['bound']:,} | {r['us_per_turn']:.1f} | {r['peak_mb']:.0f} |"
@@ -108,6 +109,7 @@ def main() -> None:
     parser.add_argument("--subscriptions", type=int)
     parser.add_argument("--protocol", default="aggregate-subs")
     parser.add_argument("--selectivity", type=float, default=0.01)
+    parser.add_argument("--topics", type=int, default=100, help="distinct topics (default 100)")
     parser.add_argument("--_one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._one:
@@ -116,7 +118,14 @@ def main() -> None:
     if args.nodes:
         subs = args.subscriptions or 10 * args.nodes
         configs = [
-            Config(args.nodes, subs, args.events, args.protocol, selectivity=args.selectivity)
+            Config(
+                args.nodes,
+                subs,
+                args.events,
+                args.protocol,
+                topics=args.topics,
+                selectivity=args.selectivity,
+            )
         ]
     else:
         configs = [Config(n, 10 * n, 10_000) for n in (100, 300, 1000)]
