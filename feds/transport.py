@@ -5,8 +5,9 @@
 * :func:`pump` runs one relay over any trio byte stream (TCP now, TLS later);
 * :func:`memory_pair` links two relays of one process without sockets (``feds up``, tests).
 
-A pump has a reader task (``receive_some`` → ``relay.receive``) and a writer task, woken by the
-relay's ``on_output``, that sends ``relay.data_to_send()``. When either side ends — the socket
+A pump has a reader task (``receive_some`` → ``relay.receive``, then the turns the bytes caused
+run right there, see :class:`_Link`) and a writer task for whatever the socket does not take at
+once. When either side ends — the socket
 fails or reaches EOF, or the relay closes (protocol error, :meth:`Relay.close`) — the relay is
 closed with the reason, its last bytes (the ``<error ...>`` packet) are sent if possible and the
 stream is closed. Closing the relay retracts everything the far side asserted here.
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, Final
 
 import trio
 
+from feds.driver import Driver
 from feds.relay import Relay
 
 __all__ = ["connect_tcp", "listener_port", "memory_pair", "pump", "serve_tcp"]
@@ -65,11 +68,11 @@ async def pump(stream: trio.abc.Stream, relay: Relay, *, receive_size: int = REC
 
     The pump takes over ``relay.on_output``. Cancelling it closes the relay too.
     """
-    signal = _watch(relay)
+    link = _Link(stream, relay)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read_loop, stream, relay, receive_size)
-            await _write_loop(stream, relay, signal)
+            nursery.start_soon(link.read_loop, receive_size)
+            await link.write_loop()
             nursery.cancel_scope.cancel()
     finally:
         if not relay.closed:
@@ -77,36 +80,114 @@ async def pump(stream: trio.abc.Stream, relay: Relay, *, receive_size: int = REC
         await trio.aclose_forcefully(stream)
 
 
-async def _read_loop(stream: trio.abc.Stream, relay: Relay, receive_size: int) -> None:
-    try:
-        while not relay.closed:
-            data = await stream.receive_some(receive_size)
-            if not data:
-                relay.close("connection closed by the far side")
+class _Link:
+    """One relay over one stream: the state shared by its reader and writer tasks.
+
+    With a :class:`~feds.driver.Driver` for the relay's scheduler, the reader task runs the turns
+    each read causes itself (:meth:`Driver.run_now`), and the relay's output is written by
+    whichever task ran the turns that produced it, once per run of turns
+    (:meth:`Driver.after_turns`): straight into a socket's kernel buffer with a non-blocking
+    ``write`` when the stream is a :class:`trio.SocketStream` and nothing is waiting to be sent
+    before it. Only what the kernel does not take is left to the writer task, so at most one
+    task writes to the stream at a time: the writer, while it is sending or ``unsent`` holds
+    bytes. Without a driver, or on other streams, the writer task sends everything.
+    """
+
+    def __init__(self, stream: trio.abc.Stream, relay: Relay) -> None:
+        self.stream = stream
+        self.relay = relay
+        self.driver = Driver.of(relay.scheduler)
+        self.fd = _socket_fd(stream)
+        self.unsent = bytearray()  # taken from the relay, not yet given to the stream
+        self.sending = 0  # bytes the writer task is sending now
+        self.signal = _Signal()  # wakes the writer task
+        self._flush_queued = False
+        relay.on_output = self._on_output
+
+    def _on_output(self) -> None:
+        if self.driver is None:
+            self.flush()
+        elif not self._flush_queued:
+            self._flush_queued = True
+            self.driver.after_turns(self.flush)
+
+    def flush(self) -> None:
+        """Write the relay's output now if the kernel takes it; leave the rest to the writer."""
+        self._flush_queued = False
+        data = self.relay.data_to_send()
+        if not data:
+            return
+        if self.unsent or self.sending or self.fd is None or self.relay.closed:
+            self.unsent += data
+            self.signal.set()
+            return
+        try:
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as e:
+            self.relay.close(f"connection lost: {e or type(e).__name__}")
+            return
+        if sent < len(data):
+            self.unsent += memoryview(data)[sent:]
+            self.signal.set()
+
+    async def read_loop(self, receive_size: int) -> None:
+        stream, relay, driver = self.stream, self.relay, self.driver
+        try:
+            while not relay.closed:
+                data = await stream.receive_some(receive_size)
+                if not data:
+                    relay.close("connection closed by the far side")
+                    return
+                if driver is None:
+                    relay.receive(data)
+                    continue
+                # Run what the bytes caused here, and read again only once it has all run, so
+                # the scheduler's queue holds at most one read's worth of turns per connection.
+                idle = driver.run_now(lambda data=data: relay.receive(data))
+                while not idle:
+                    await trio.lowlevel.checkpoint()
+                    idle = driver.run_now()
+        except _STREAM_ERRORS as e:
+            relay.close(f"connection lost: {e or type(e).__name__}")
+
+    async def write_loop(self) -> None:
+        """Send what the kernel did not take at once; return once the relay is closed and
+        drained."""
+        stream, relay = self.stream, self.relay
+        while True:
+            self.unsent += relay.data_to_send()
+            data = bytes(self.unsent)
+            self.unsent.clear()
+            if data and relay.closed:
+                with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
+                    await stream.send_all(data)
                 return
-            relay.receive(data)
-    except _STREAM_ERRORS as e:
-        relay.close(f"connection lost: {e or type(e).__name__}")
+            if data:
+                self.sending = len(data)
+                try:
+                    await stream.send_all(data)
+                except _STREAM_ERRORS as e:
+                    relay.close(f"connection lost: {e or type(e).__name__}")
+                    return
+                finally:
+                    self.sending = 0
+            elif relay.closed:
+                return
+            else:
+                await self.signal.wait()
 
 
-async def _write_loop(stream: trio.abc.Stream, relay: Relay, signal: _Signal) -> None:
-    """Send the relay's output as it comes; return once it is closed and drained."""
-    while True:
-        data = relay.data_to_send()
-        if data and relay.closed:
-            with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
-                await stream.send_all(data)
-            return
-        if data:
-            try:
-                await stream.send_all(data)
-            except _STREAM_ERRORS as e:
-                relay.close(f"connection lost: {e or type(e).__name__}")
-                return
-        elif relay.closed:
-            return
-        else:
-            await signal.wait()
+def _socket_fd(stream: trio.abc.Stream) -> int | None:
+    """The file descriptor to write to directly, for a socket stream on a POSIX system.
+
+    (``os.write`` on a socket is ``send`` without flags; a broken connection raises
+    ``BrokenPipeError`` as Python ignores ``SIGPIPE``.)
+    """
+    if isinstance(stream, trio.SocketStream) and os.name == "posix":
+        return stream.socket.fileno()
+    return None
 
 
 def listener_port(listeners: list[Any]) -> int:
