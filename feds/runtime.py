@@ -20,7 +20,14 @@ from feds.driver import Driver
 from feds.node import Node
 from feds.relay import ADMIN, CLIENT, PEER, Hello, Relay
 from feds.topology import Topology
-from feds.transport import connect_tcp, listener_port, memory_pair, serve_tcp
+from feds.transport import (
+    Backpressure,
+    backlog,
+    connect_tcp,
+    listener_port,
+    memory_pair,
+    serve_tcp,
+)
 from feds.values import FrozenDict, Record, Symbol, Value, from_python
 
 log = logging.getLogger("feds.runtime")
@@ -53,7 +60,9 @@ class NodeRuntime:
     """One node with its network edges, on ``scheduler`` (run it with a :class:`Driver`).
 
     Making relays (:meth:`accept_relay`, :meth:`uplink_relay`) needs no trio: a test or the
-    simulator can move their bytes itself.
+    simulator can move their bytes itself. The node's TCP links share one
+    :class:`~feds.transport.Backpressure`: while one is congested, the node reads none of the
+    others.
     """
 
     def __init__(self, scheduler: Scheduler, name: str, protocol: str) -> None:
@@ -63,6 +72,7 @@ class NodeRuntime:
         self.status_ref = Ref(self.node.facet, StatusService(self))
         self.relays: set[Relay] = set()
         self.listening: list[str] = []
+        self.backpressure = Backpressure()
 
     @property
     def name(self) -> str:
@@ -75,11 +85,14 @@ class NodeRuntime:
             self.relays, key=lambda r: r.remote_hello.name if r.remote_hello else ""
         ):
             hello = relay.remote_hello
+            unsent, peak = backlog(relay)
             links.append(
                 {
                     "peer": hello.name if hello else "?",
                     "role": hello.role if hello else "?",
                     **relay.stats.as_dict(),
+                    "backlog": unsent,
+                    "backlog_peak": peak,
                 }
             )
         return {**self.node.status(), "listening": list(self.listening), "links": links}
@@ -133,7 +146,13 @@ class NodeRuntime:
         """Listen for peers, clients and admin tools; ``task_status`` gets the bound port."""
 
         async def announce(*, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-            await serve_tcp(host, port, self.accept_relay, task_status=task_status)
+            await serve_tcp(
+                host,
+                port,
+                self.accept_relay,
+                backpressure=self.backpressure,
+                task_status=task_status,
+            )
 
         async with trio.open_nursery() as nursery:
             listeners = await nursery.start(announce)
@@ -147,7 +166,7 @@ class NodeRuntime:
         while True:
             relay = self.uplink_relay()
             try:
-                await connect_tcp(host, port, relay)
+                await connect_tcp(host, port, relay, backpressure=self.backpressure)
                 log.warning("node %s: uplink lost (%s); re-dialing", self.name, relay.close_reason)
                 delay = RETRY_MIN
             except OSError as exc:

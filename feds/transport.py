@@ -5,11 +5,20 @@
 * :func:`pump` runs one relay over any trio byte stream (TCP now, TLS later);
 * :func:`memory_pair` links two relays of one process without sockets (``feds up``, tests).
 
-A pump has a reader task (``receive_some`` → ``relay.receive``) and a writer task, woken by the
-relay's ``on_output``, that sends ``relay.data_to_send()``. When either side ends — the socket
+A pump has a reader task (``receive_some`` → ``relay.receive``, then the turns the bytes caused
+run right there, see :class:`_Link`) and a writer task for whatever the socket does not take at
+once. When either side ends — the socket
 fails or reaches EOF, or the relay closes (protocol error, :meth:`Relay.close`) — the relay is
 closed with the reason, its last bytes (the ``<error ...>`` packet) are sent if possible and the
 stream is closed. Closing the relay retracts everything the far side asserted here.
+
+**Backpressure.** Each connection's *backlog* is what its relay produced that the stream has
+not accepted yet (:func:`backlog`). A node's TCP links share a :class:`Backpressure`: while one
+of them is congested (backlog above a high-water mark, until it falls to a low-water mark), the
+node reads none of its other links; a link is never paused for its own backlog, which is why a
+tree of nodes cannot deadlock (the argument is in :class:`Backpressure`). The scheduler's queue
+is bounded too: a reader reads again only once the turns of its last read have run. A far side
+that keeps sending on a link but does not read what that causes is closed as a slow consumer.
 
 The transports only move bytes: the relay's turns run on its scheduler, so a
 :class:`feds.driver.Driver` for that scheduler must be running. The simulator does not use this
@@ -20,14 +29,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
 import trio
 
+from feds.driver import Driver
 from feds.relay import Relay
 
-__all__ = ["connect_tcp", "listener_port", "memory_pair", "pump", "serve_tcp"]
+__all__ = [
+    "Backpressure",
+    "backlog",
+    "connect_tcp",
+    "listener_port",
+    "memory_pair",
+    "pump",
+    "serve_tcp",
+]
 
 log = logging.getLogger("feds.transport")
 
@@ -35,6 +55,12 @@ RECEIVE_SIZE: Final = 65536
 """Most bytes read from a stream at once."""
 CLOSE_TIMEOUT: Final = 2.0
 """Seconds allowed for the last bytes (the error packet) once a relay has closed."""
+HIGH_WATER: Final = 512 * 1024
+"""Bytes of backlog above which a link is congested (its node stops reading its other links)."""
+LOW_WATER: Final = 128 * 1024
+"""Bytes of backlog at or below which a congested link is no longer congested."""
+MAX_BACKLOG: Final = 64 * 1024 * 1024
+"""Bytes of backlog at which a node closes the link as a slow consumer."""
 
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -53,6 +79,73 @@ class _Signal:
         self._event = trio.Event()
 
 
+class Backpressure:
+    """Flow control among the links of one node: while one of them is *congested* (its backlog,
+    the bytes taken from its relay that the far side has not yet accepted, went above
+    ``high_water`` and has not yet fallen to ``low_water``), the node reads none of its other
+    links. Bytes stop arriving where they would have to leave through the congested link, and
+    the far sides' own flow control (TCP's window, then theirs) slows them down.
+
+    A link is never paused for its own congestion. That is what keeps a tree of nodes free of
+    deadlock: a reader waits only for a *different* link of its node to drain, which needs the
+    node at that link's far end to read it, which waits (if at all) only for a link other than
+    that one; such a chain of waits never turns back along a link, so in a tree it ends at a node
+    (or client) with no other link to wait for, which reads, and every link on the chain
+    drains in turn. Clients have one link and never pause.
+
+    What a link's backlog can still gain while its node is paused is bounded by the reads under
+    way (one read's worth of turns each), except for the output a link causes on itself: a far
+    side that keeps sending but does not read. Such a link is closed as a slow consumer when its
+    backlog reaches ``max_backlog``.
+    """
+
+    def __init__(
+        self,
+        high_water: int = HIGH_WATER,
+        low_water: int = LOW_WATER,
+        max_backlog: int = MAX_BACKLOG,
+    ) -> None:
+        if not 0 <= low_water < high_water < max_backlog:
+            raise ValueError("expected 0 <= low_water < high_water < max_backlog")
+        self.high_water = high_water
+        self.low_water = low_water
+        self.max_backlog = max_backlog
+        self._congested: set[_Link] = set()
+        self._drained = trio.Event()
+
+    def update(self, link: _Link) -> None:
+        """Note a change of ``link``'s backlog."""
+        size = link.backlog
+        if size >= self.max_backlog and not link.relay.closed:
+            link.unsent.clear()
+            self.discard(link)
+            link.relay.close(f"slow consumer: {size} bytes not taken")
+        elif link in self._congested:
+            if size <= self.low_water:
+                self.discard(link)
+        elif size > self.high_water:
+            self._congested.add(link)
+
+    def discard(self, link: _Link) -> None:
+        """Forget ``link`` (it drained or ended) and let the readers waiting for it go on."""
+        if link in self._congested:
+            self._congested.discard(link)
+            self._drained.set()
+            self._drained = trio.Event()
+
+    async def wait_turn(self, link: _Link) -> None:
+        """Wait until no link other than ``link`` is congested."""
+        while self._congested and (len(self._congested) > 1 or link not in self._congested):
+            await self._drained.wait()
+
+
+def backlog(relay: Relay) -> tuple[int, int]:
+    """The bytes taken from ``relay`` not yet accepted by its stream, now and at most so far
+    (``(0, 0)`` for a relay no pump runs)."""
+    link = _links.get(relay)
+    return (link.backlog, link.peak) if link is not None else (0, 0)
+
+
 def _watch(relay: Relay) -> _Signal:
     """Install a wakeup as the relay's ``on_output`` (replacing any earlier one)."""
     signal = _Signal()
@@ -60,53 +153,165 @@ def _watch(relay: Relay) -> _Signal:
     return signal
 
 
-async def pump(stream: trio.abc.Stream, relay: Relay, *, receive_size: int = RECEIVE_SIZE) -> None:
+async def pump(
+    stream: trio.abc.Stream,
+    relay: Relay,
+    *,
+    receive_size: int = RECEIVE_SIZE,
+    backpressure: Backpressure | None = None,
+) -> None:
     """Move bytes between ``stream`` and ``relay`` until either ends; then close both.
 
-    The pump takes over ``relay.on_output``. Cancelling it closes the relay too.
+    The pump takes over ``relay.on_output``. Cancelling it closes the relay too. Links pumped
+    with the same ``backpressure`` (those of one node) pause each other's reading while one is
+    congested (:class:`Backpressure`).
     """
-    signal = _watch(relay)
+    link = _Link(stream, relay, backpressure)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read_loop, stream, relay, receive_size)
-            await _write_loop(stream, relay, signal)
+            nursery.start_soon(link.read_loop, receive_size)
+            await link.write_loop()
             nursery.cancel_scope.cancel()
     finally:
         if not relay.closed:
             relay.close("transport stopped")
+        if backpressure is not None:
+            backpressure.discard(link)
         await trio.aclose_forcefully(stream)
 
 
-async def _read_loop(stream: trio.abc.Stream, relay: Relay, receive_size: int) -> None:
-    try:
-        while not relay.closed:
-            data = await stream.receive_some(receive_size)
-            if not data:
-                relay.close("connection closed by the far side")
+class _Link:
+    """One relay over one stream: the state shared by its reader and writer tasks.
+
+    With a :class:`~feds.driver.Driver` for the relay's scheduler, the reader task runs the turns
+    each read causes itself (:meth:`Driver.run_now`), and the relay's output is written by
+    whichever task ran the turns that produced it, once per run of turns
+    (:meth:`Driver.after_turns`): straight into a socket's kernel buffer with a non-blocking
+    ``write`` when the stream is a :class:`trio.SocketStream` and nothing is waiting to be sent
+    before it. Only what the kernel does not take is left to the writer task, so at most one
+    task writes to the stream at a time: the writer, while it is sending or ``unsent`` holds
+    bytes. Without a driver, or on other streams, the writer task sends everything.
+    """
+
+    def __init__(
+        self, stream: trio.abc.Stream, relay: Relay, backpressure: Backpressure | None
+    ) -> None:
+        self.stream = stream
+        self.relay = relay
+        self.backpressure = backpressure
+        self.driver = Driver.of(relay.scheduler)
+        self.fd = _socket_fd(stream)
+        self.unsent = bytearray()  # taken from the relay, not yet given to the stream
+        self.sending = 0  # bytes the writer task is sending now
+        self.peak = 0  # the largest backlog so far
+        self.signal = _Signal()  # wakes the writer task
+        self._flush_queued = False
+        relay.on_output = self._on_output
+        _links[relay] = self
+
+    @property
+    def backlog(self) -> int:
+        """Bytes taken from the relay that the stream has not accepted yet."""
+        return len(self.unsent) + self.sending
+
+    def _queue(self, data: bytes | memoryview) -> None:
+        """Leave ``data`` to the writer task."""
+        self.unsent += data
+        self.signal.set()
+        self.peak = max(self.peak, self.backlog)
+        if self.backpressure is not None:
+            self.backpressure.update(self)
+
+    def _on_output(self) -> None:
+        if self.driver is None:
+            self.flush()
+        elif not self._flush_queued:
+            self._flush_queued = True
+            self.driver.after_turns(self.flush)
+
+    def flush(self) -> None:
+        """Write the relay's output now if the kernel takes it; leave the rest to the writer."""
+        self._flush_queued = False
+        data = self.relay.data_to_send()
+        if not data:
+            return
+        if self.unsent or self.sending or self.fd is None or self.relay.closed:
+            self._queue(data)
+            return
+        try:
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as e:
+            self.relay.close(f"connection lost: {e or type(e).__name__}")
+            return
+        if sent < len(data):
+            self._queue(memoryview(data)[sent:])
+
+    async def read_loop(self, receive_size: int) -> None:
+        stream, relay, driver = self.stream, self.relay, self.driver
+        backpressure = self.backpressure
+        try:
+            while not relay.closed:
+                if backpressure is not None:
+                    await backpressure.wait_turn(self)
+                data = await stream.receive_some(receive_size)
+                if not data:
+                    relay.close("connection closed by the far side")
+                    return
+                if driver is None:
+                    relay.receive(data)
+                    continue
+                # Run what the bytes caused here, and read again only once it has all run, so
+                # the scheduler's queue holds at most one read's worth of turns per connection.
+                idle = driver.run_now(lambda data=data: relay.receive(data))
+                while not idle:
+                    await trio.lowlevel.checkpoint()
+                    idle = driver.run_now()
+        except _STREAM_ERRORS as e:
+            relay.close(f"connection lost: {e or type(e).__name__}")
+
+    async def write_loop(self) -> None:
+        """Send what the kernel did not take at once; return once the relay is closed and
+        drained."""
+        stream, relay = self.stream, self.relay
+        while True:
+            self.unsent += relay.data_to_send()
+            data = bytes(self.unsent)
+            self.unsent.clear()
+            if data and relay.closed:
+                with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
+                    await stream.send_all(data)
                 return
-            relay.receive(data)
-    except _STREAM_ERRORS as e:
-        relay.close(f"connection lost: {e or type(e).__name__}")
+            if data:
+                self.sending = len(data)
+                try:
+                    await stream.send_all(data)
+                except _STREAM_ERRORS as e:
+                    relay.close(f"connection lost: {e or type(e).__name__}")
+                    return
+                finally:
+                    self.sending = 0
+                    if self.backpressure is not None:
+                        self.backpressure.update(self)
+            elif relay.closed:
+                return
+            else:
+                await self.signal.wait()
 
 
-async def _write_loop(stream: trio.abc.Stream, relay: Relay, signal: _Signal) -> None:
-    """Send the relay's output as it comes; return once it is closed and drained."""
-    while True:
-        data = relay.data_to_send()
-        if data and relay.closed:
-            with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
-                await stream.send_all(data)
-            return
-        if data:
-            try:
-                await stream.send_all(data)
-            except _STREAM_ERRORS as e:
-                relay.close(f"connection lost: {e or type(e).__name__}")
-                return
-        elif relay.closed:
-            return
-        else:
-            await signal.wait()
+_links: weakref.WeakKeyDictionary[Relay, _Link] = weakref.WeakKeyDictionary()
+
+
+def _socket_fd(stream: trio.abc.Stream) -> int | None:
+    """The file descriptor to write to directly, for a socket stream on a POSIX system.
+
+    (``os.write`` on a socket is ``send`` without flags; a broken connection raises
+    ``BrokenPipeError`` as Python ignores ``SIGPIPE``.)
+    """
+    if isinstance(stream, trio.SocketStream) and os.name == "posix":
+        return stream.socket.fileno()
+    return None
 
 
 def listener_port(listeners: list[Any]) -> int:
@@ -119,12 +324,14 @@ async def serve_tcp(
     port: int,
     make_relay: Callable[[], Relay],
     *,
+    backpressure: Backpressure | None = None,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host``:``port`` and run a fresh relay over every accepted connection.
 
     ``task_status.started`` receives the listeners (see :func:`listener_port`). One failing
-    connection never stops the server.
+    connection never stops the server. ``backpressure`` is shared by every connection (see
+    :func:`pump`).
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     for listener in listeners:
@@ -143,7 +350,7 @@ async def serve_tcp(
             return
         log.info("accepted a connection from %s", peer)
         try:
-            await pump(stream, relay)
+            await pump(stream, relay, backpressure=backpressure)
         except Exception:
             log.exception("connection from %s failed", peer)
         log.info("connection from %s ended: %s", peer, relay.close_reason)
@@ -151,8 +358,10 @@ async def serve_tcp(
     await trio.serve_listeners(handle, listeners, task_status=task_status)
 
 
-async def connect_tcp(host: str, port: int, relay: Relay) -> None:
-    """Dial ``host``:``port`` and run ``relay`` over the connection until it ends.
+async def connect_tcp(
+    host: str, port: int, relay: Relay, *, backpressure: Backpressure | None = None
+) -> None:
+    """Dial ``host``:``port`` and run ``relay`` over the connection until it ends (``pump``).
 
     If the connection cannot be made, the relay is closed with the reason and the ``OSError``
     propagates (so the caller may retry with a new relay).
@@ -163,7 +372,7 @@ async def connect_tcp(host: str, port: int, relay: Relay) -> None:
         relay.close(f"cannot connect to {host}:{port}: {e}")
         raise
     log.info("connected to %s:%d", host, port)
-    await pump(stream, relay)
+    await pump(stream, relay, backpressure=backpressure)
     log.info("connection to %s:%d ended: %s", host, port, relay.close_reason)
 
 

@@ -1,0 +1,202 @@
+"""Backpressure over real TCP on 127.0.0.1: a slow reader bounds what a node holds for it."""
+
+from __future__ import annotations
+
+import socket
+from functools import partial
+
+import trio
+
+from feds import client
+from feds.actor import Actor, Ref, Scheduler, Turn
+from feds.dataspace import observe
+from feds.driver import Driver
+from feds.relay import CLIENT, Hello, Relay
+from feds.runtime import NodeRuntime
+from feds.syntax import parse_pattern
+from feds.transport import RECEIVE_SIZE, Backpressure, backlog, pump
+from feds.values import Record, Symbol
+from tests.recording import Recorder
+
+BENCH = Symbol("bench")
+HIGH, LOW = 64 * 1024, 16 * 1024
+MESSAGES = 400
+PAYLOAD = 8192
+
+
+class SlowStream(trio.abc.HalfCloseableStream):
+    """A TCP stream whose reader takes a little at a time, with a pause before each read."""
+
+    def __init__(self, inner: trio.SocketStream) -> None:
+        self.inner = inner
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        await trio.sleep(0.001)
+        return await self.inner.receive_some(4096)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.inner.send_eof()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def slow_tcp(port: int, send_buffer: int | None = None) -> SlowStream:
+    """A connection to ``port`` with a small receive buffer, so the kernel holds little."""
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    if send_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    await sock.connect(("127.0.0.1", port))
+    return SlowStream(trio.SocketStream(sock))
+
+
+async def slow_subscriber(nursery: trio.Nursery, port: int, name: str, pattern: str) -> Recorder:
+    """A client of its own over a :class:`SlowStream`, observing ``pattern`` at the node."""
+    driver = Driver(Scheduler())
+    nursery.start_soon(driver.run)
+    seen = Recorder()
+    synced = trio.Event()
+
+    def ready(turn: Turn, hello: Hello, access: Ref) -> None:
+        watcher = Ref(Actor(driver.scheduler, "watch").root, seen)
+        turn.publish(access, observe(parse_pattern(pattern)[0], watcher))
+        turn.sync(access, lambda t: synced.set())
+
+    relay = Relay(driver.scheduler, name, CLIENT, on_ready=ready)
+    nursery.start_soon(pump, await slow_tcp(port), relay)
+    with trio.fail_after(10):
+        await synced.wait()
+    return seen
+
+
+async def test_a_slow_reader_pauses_the_node_instead_of_filling_its_memory(
+    nursery: trio.Nursery,
+) -> None:
+    node_driver = Driver()
+    nursery.start_soon(node_driver.run)
+    runtime = NodeRuntime(node_driver.scheduler, "n", "observer-flood")
+    runtime.backpressure = Backpressure(high_water=HIGH, low_water=LOW)
+    port = await nursery.start(runtime.serve, "127.0.0.1", 0)
+
+    seen = await slow_subscriber(nursery, port, "slow", "<bench $p>")
+    (to_sub,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "slow"]
+
+    async with client.connect(f"127.0.0.1:{port}", name="fast") as pub:
+        payloads = [i.to_bytes(4, "big") * (PAYLOAD // 4) for i in range(MESSAGES)]
+        for p in payloads:
+            pub.send(Record(BENCH, (p,)))
+            await trio.sleep(0)
+        with trio.fail_after(60):
+            while len(seen.events) < MESSAGES:
+                await trio.sleep(0.01)
+
+    assert seen.events == [("!", (p,)) for p in payloads]  # every message, in order
+    peak = backlog(to_sub)[1]
+    assert peak > HIGH  # the reader was slow enough to congest the link...
+    assert peak <= HIGH + 2 * RECEIVE_SIZE  # ...and the node stopped reading the publisher
+    assert not to_sub.closed
+
+
+class DeafStream(SlowStream):
+    """A TCP stream that stops being read from once ``deaf`` is set."""
+
+    deaf = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self.deaf:
+            await trio.sleep_forever()
+        return await self.inner.receive_some(max_bytes)
+
+
+async def test_a_far_side_that_sends_but_never_reads_is_closed_as_a_slow_consumer(
+    nursery: trio.Nursery,
+) -> None:
+    node_driver = Driver()
+    nursery.start_soon(node_driver.run)
+    runtime = NodeRuntime(node_driver.scheduler, "n", "observer-flood")
+    runtime.backpressure = Backpressure(high_water=HIGH, low_water=LOW, max_backlog=4 * HIGH)
+    port = await nursery.start(runtime.serve, "127.0.0.1", 0)
+
+    # A client that observes what it sends itself, so every message it sends comes back to it.
+    driver = Driver(Scheduler())
+    nursery.start_soon(driver.run)
+    access: list[Ref] = []
+
+    def ready(turn: Turn, hello: Hello, remote: Ref) -> None:
+        watcher = Ref(Actor(driver.scheduler, "watch").root, Recorder())
+        turn.publish(remote, observe(parse_pattern("<bench $p>")[0], watcher))
+        access.append(remote)
+
+    deaf = Relay(driver.scheduler, "deaf", CLIENT, on_ready=ready)
+    stream = DeafStream(await slow_tcp(port))
+    nursery.start_soon(pump, stream, deaf)
+    with trio.fail_after(10):
+        while not access:
+            await trio.sleep(0.01)
+    stream.deaf = True
+    (to_deaf,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "deaf"]
+
+    actor = Actor(driver.scheduler, "sender")
+    payload = Record(BENCH, (b"x" * PAYLOAD,))
+    with trio.fail_after(60):
+        while not to_deaf.closed:
+            driver.act(actor.root, lambda t: t.message(access[0], payload))
+            await trio.sleep(0)
+    assert (to_deaf.close_reason or "").startswith("slow consumer")
+
+
+async def test_two_nodes_congested_towards_each_other_do_not_deadlock(
+    nursery: trio.Nursery,
+) -> None:
+    runtimes, ports = [], []
+    for name in ("a", "b"):
+        driver = Driver()
+        nursery.start_soon(driver.run)
+        runtime = NodeRuntime(driver.scheduler, name, "observer-flood")
+        runtime.backpressure = Backpressure(high_water=HIGH, low_water=LOW)
+        ports.append(await nursery.start(runtime.serve, "127.0.0.1", 0))
+        runtimes.append(runtime)
+    a, b = runtimes
+    # The link between them has small kernel buffers, so its backlog shows in the nodes.
+    nursery.start_soon(
+        partial(pump, backpressure=b.backpressure), await slow_tcp(ports[0], 4096), b.uplink_relay()
+    )
+    with trio.fail_after(10):
+        while b.node.parent_service is None:
+            await trio.sleep(0.01)
+    # Slow readers at both nodes make both stop reading the link between them, while
+    # publishers at both ends flood it both ways.
+    subscribers = [await slow_subscriber(nursery, port, "slow", "<bench $i $p>") for port in ports]
+    count = MESSAGES // 2
+    async with (
+        client.connect(f"127.0.0.1:{ports[0]}", name="at-a") as at_a,
+        client.connect(f"127.0.0.1:{ports[1]}", name="at-b") as at_b,
+    ):
+        await at_a.sync()
+        await at_b.sync()
+        for i in range(count):
+            at_a.send(Record(BENCH, (i, b"a" * PAYLOAD)))
+            at_b.send(Record(BENCH, (i, b"b" * PAYLOAD)))
+            await trio.sleep(0)
+        with trio.fail_after(60):
+            while any(len(seen.events) < 2 * count for seen in subscribers):
+                await trio.sleep(0.01)
+    for seen in subscribers:
+        for side in (b"a", b"b"):
+            got = [e[1] for e in seen.events if e[1][1][:1] == side]
+            assert got == [(i, side * PAYLOAD) for i in range(count)]
+    peaks = {
+        (n.name, r.remote_hello.name): backlog(r)[1]
+        for n in (a, b)
+        for r in n.relays
+        if r.remote_hello
+    }
+    assert peaks[("a", "b")] > HIGH and peaks[("b", "a")] > HIGH  # congested both ways
+    assert max(peaks.values()) <= HIGH + 2 * RECEIVE_SIZE
