@@ -14,6 +14,10 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content
 * Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication).
 * For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
   ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
+
+Messages are never retained, so there is nothing to deduplicate: both rules that answer
+``<at e x>`` send a message ``x`` straight to ``e`` instead (:func:`~feds.protocols.relay_via_at`),
+one turn and one index lookup less.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Protocol
+from feds.protocols import AT, Protocol, relay_via_at
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -33,7 +37,6 @@ if TYPE_CHECKING:
 LINK = Symbol("link")
 CONTENT = Symbol("content")
 FROM_UPLINK = Symbol("from-uplink")
-AT = Symbol("at")
 LOCAL_ID = False
 """The link id of local assertions (``#f`` in the seed)."""
 
@@ -68,7 +71,7 @@ class CopyUp(Protocol):
             t.publish(F, Record(CONTENT, (observe(pat, d),)))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
-                relay(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), lambda c: (F, _at(e, c[0])))
+                relay_via_at(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), F, lambda c: (e, c[0]))
 
             during(t, F, link_observe(DISCARD, lit(pat), bind()), observer_of_pat)
 
@@ -79,9 +82,9 @@ class CopyUp(Protocol):
                 i = c[0]
                 if i is not LOCAL_ID and i == link_id:
                     return None
-                return F, _at(e, c[1:])
+                return e, c[1:]
 
-            relay(t, F, rec_group(LINK, [bind(), pat]), split_horizon)
+            relay_via_at(t, F, rec_group(LINK, [bind(), pat]), F, split_horizon)
 
         during(turn, F, link_observe(bind(), bind(), bind()), answer)
 
@@ -89,7 +92,3 @@ class CopyUp(Protocol):
         if peer_is_parent:
             F = node.fragment
             relay(turn, F, rec_group(CONTENT, [bind()]), lambda c: (peer, Record(LINK, (F, c[0]))))
-
-
-def _at(e: Ref, x: Value) -> Record:
-    return Record(AT, (e, x))
