@@ -58,7 +58,7 @@ def relay_via_at(
         out = route(captures)
         return None if out is None else deliver(out[0], out[1])
 
-    return relay(turn, ds, pattern, asserted, sent)
+    return relay(turn, ds, pattern, asserted, route if deliver is _direct else sent)
 
 
 class Protocol:
