@@ -1,6 +1,7 @@
 """Message fusion: a message that a rule would put into its own fragment as ``<at t x>`` goes
 straight to where the fragment's ``<at …>`` rules would send it; assertions still go through
-``<at …>`` (the fragment's bag deduplicates them). See ``feds.protocols.relay_via_at``.
+``<at …>`` (the fragment's bag deduplicates them). See ``feds.protocols.relay_via_at``. Likewise
+copy-up sends a ``<link _ v>`` message straight up instead of through ``<content v>``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from feds.actor import Scheduler, Turn
 from feds.dataspace import Dataspace
 from feds.pattern_forms import bind, rec_group
 from feds.protocols import AT, protocol_names
+from feds.protocols.copy_up import CONTENT
 from feds.reactive import relay
 from feds.sim.reference import Workload
 from feds.values import Record, Symbol, Value, record
@@ -49,12 +51,15 @@ def test_messages_skip_the_at_step_and_assertions_keep_it(
     overlay.settle()
 
     entered: dict[str, Counter] = {"publish": Counter(), "message": Counter()}
+    contents: Counter = Counter()
     for kind in entered:
         original = getattr(Dataspace, f"on_{kind}")
 
         def spy(self, turn, value, *rest, _original=original, _kind=kind):  # type: ignore[no-untyped-def]
             if value.__class__ is Record and value.label == AT:
                 entered[_kind][names[id(self)]] += 1
+            if value.__class__ is Record and value.label == CONTENT:
+                contents[_kind, names[id(self)]] += 1
             return _original(self, turn, value, *rest)
 
         monkeypatch.setattr(Dataspace, f"on_{kind}", spy)
@@ -67,6 +72,10 @@ def test_messages_skip_the_at_step_and_assertions_keep_it(
     assert watcher.view() == Counter({(2,): 1})
     assert entered["message"] == AT_MESSAGES[protocol]
     assert entered["publish"] == AT_ASSERTIONS[protocol]
+    if protocol == "copy-up":  # the assertion is offered up as <content v>, the message is not
+        assert contents == Counter(
+            {("publish", "n2"): 1, ("publish", "n1"): 1, ("publish", "n0"): 1}
+        )
 
 
 def test_a_relay_sends_messages_through_its_message_transform() -> None:

@@ -15,9 +15,11 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content
 * For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
   ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
 
-Messages are never retained, so there is nothing to deduplicate: both rules that answer
-``<at e x>`` send a message ``x`` straight to ``e`` instead (:func:`~feds.protocols.relay_via_at`),
-one turn and one index lookup less.
+Messages are never retained, so there is nothing to deduplicate or to offer the parent later:
+both rules that answer ``<at e x>`` send a message ``x`` straight to ``e`` instead
+(:func:`~feds.protocols.relay_via_at`), and a ``<link _ v>`` message goes straight up as
+``<link f v>`` to the parent (if the uplink is up) rather than as ``<content v>`` through the
+uplink's relay, the only observer of ``<content …>``. Each saves a turn and an index lookup.
 """
 
 from __future__ import annotations
@@ -59,12 +61,18 @@ class CopyUp(Protocol):
     def setup(self, turn: Turn, node: Node) -> None:
         F = node.fragment
         relay(turn, F, rec_group(AT, [bind(), bind()]), lambda c: (c[0], c[1]))
-        relay(
-            turn,
-            F,
-            rec_group(LINK, [DISCARD, bind()]),
-            lambda c: None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],))),
-        )
+
+        def content(c: tuple) -> tuple[Ref, Value] | None:
+            return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))
+
+        def up(c: tuple) -> tuple[Ref, Value] | None:
+            """A message: what the uplink would do with ``<content v>``, without that step."""
+            parent = node.parent_fragment
+            if parent is None or _is_observe(c[0]):
+                return None
+            return parent, Record(LINK, (F, c[0]))
+
+        relay(turn, F, rec_group(LINK, [DISCARD, bind()]), content, up)
 
         def distribute(t: Turn, pat: Value) -> None:
             d = relay_object(t, lambda x: (F, Record(FROM_UPLINK, (d, x))))
