@@ -162,7 +162,7 @@ class Turn:
 
     def publish(self, ref: Ref, value: Value) -> Handle:
         """Assert ``value`` at ``ref``; the returned handle retracts it."""
-        handle = next(self.scheduler._handles)
+        handle = self.scheduler.next_handle()
         if self._new is None:
             self._new = {handle: (self.facet, ref)}
         else:
