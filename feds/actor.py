@@ -56,12 +56,13 @@ class Entity:
 class Ref(Embedded):
     """A reference to an entity living in a facet of an actor. Compared by identity."""
 
-    __slots__ = ("actor", "entity", "facet")
+    __slots__ = ("_hash", "actor", "entity", "facet")
 
     def __init__(self, facet: Facet, entity: Entity) -> None:
         self.actor = facet.actor
         self.facet = facet
         self.entity = entity
+        self._hash = hash((id(entity), id(facet)))
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
@@ -71,7 +72,7 @@ class Ref(Embedded):
         )
 
     def __hash__(self) -> int:
-        return hash((id(self.entity), id(self.facet)))
+        return self._hash
 
     def __repr__(self) -> str:
         return f"<ref {type(self.entity).__name__}@{self.actor.name}>"
@@ -118,14 +119,17 @@ class Actor:
 
 
 class Turn:
-    """The context for one atomic step of one actor. Effects are committed when it ends."""
+    """The context for one atomic step of one actor. Effects are committed when it ends.
+
+    Most turns only send a few events, so the containers for everything else (new and retracted
+    handles, stops, commit callbacks) are created on first use; ``None`` means "none yet".
+    """
 
     __slots__ = (
         "_commits",
         "_gone",
         "_new",
         "_pending",
-        "_spawns",
         "_stops",
         "actor",
         "facet",
@@ -133,43 +137,53 @@ class Turn:
     )
 
     def __init__(self, facet: Facet) -> None:
-        self.actor = facet.actor
+        actor = facet.actor
+        self.actor = actor
         self.facet = facet
-        self.scheduler = facet.actor.scheduler
-        self._pending: dict[Actor, list[tuple]] = {}
-        self._new: dict[Handle, tuple[Facet, Ref]] = {}
-        self._gone: list[Handle] = []
-        self._stops: list[tuple[Facet, TurnAction | None]] = []
-        self._spawns: list[Actor] = []
+        self.scheduler = actor.scheduler
+        self._pending: dict[Actor, list[tuple]] | None = None
+        self._new: dict[Handle, tuple[Facet, Ref]] | None = None
+        self._gone: list[Handle] | None = None
+        self._stops: list[tuple[Facet, TurnAction | None]] | None = None
         self._commits: list[Callable[[], None]] | None = None
 
     # -- effects ----------------------------------------------------------------------------
 
     def _send(self, ref: Ref, event: tuple) -> None:
-        batch = self._pending.get(ref.actor)
+        pending = self._pending
+        if pending is None:
+            self._pending = {ref.actor: [event]}
+            return
+        batch = pending.get(ref.actor)
         if batch is None:
-            self._pending[ref.actor] = [event]
+            pending[ref.actor] = [event]
         else:
             batch.append(event)
 
     def publish(self, ref: Ref, value: Value) -> Handle:
         """Assert ``value`` at ``ref``; the returned handle retracts it."""
         handle = self.scheduler.next_handle()
-        self._new[handle] = (self.facet, ref)
+        if self._new is None:
+            self._new = {handle: (self.facet, ref)}
+        else:
+            self._new[handle] = (self.facet, ref)
         self._send(ref, (_PUBLISH, ref, value, handle))
         return handle
 
     def retract(self, handle: Handle) -> None:
         """Withdraw an assertion this actor made; unknown or retracted handles are ignored."""
-        entry = self._new.pop(handle, None)
-        if entry is not None:
-            ref = entry[1]
-        else:
+        entry = None if self._new is None else self._new.pop(handle, None)
+        if entry is None:
             entry = self.actor.outbound.get(handle)
-            if entry is None or handle in self._gone:
+            if entry is None:
                 return
-            ref = entry[1]
-            self._gone.append(handle)
+            if self._gone is None:
+                self._gone = [handle]
+            elif handle in self._gone:
+                return
+            else:
+                self._gone.append(handle)
+        ref = entry[1]
         self._send(ref, (_RETRACT, ref, None, handle))
 
     def replace(self, ref: Ref, handle: Handle | None, value: Value | None) -> Handle | None:
@@ -195,7 +209,6 @@ class Turn:
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
         """Create a new actor whose first turn runs ``boot`` (after this turn commits)."""
         actor = Actor(self.scheduler, name)
-        self._spawns.append(actor)
         self.scheduler.enqueue(actor, actor.root, boot)
         return actor
 
@@ -220,6 +233,8 @@ class Turn:
 
     def stop(self, facet: Facet | None = None, then: TurnAction | None = None) -> None:
         """Stop ``facet`` (default: the current one) at the end of the turn; then run ``then``."""
+        if self._stops is None:
+            self._stops = []
         self._stops.append((facet or self.facet, then))
 
     def stop_actor(self) -> None:
@@ -244,8 +259,34 @@ class Turn:
 
     def _finish(self) -> None:
         """Process requested stops (they may add effects), then commit everything."""
-        while self._stops:
-            facet, then = self._stops.pop(0)
+        if self._stops is not None:
+            self._run_stops()
+        actor = self.actor
+        if self._gone is not None:
+            outbound = actor.outbound
+            for handle in self._gone:
+                entry = outbound.pop(handle, None)
+                if entry is not None:
+                    entry[0].outbound.discard(handle)
+        if self._new is not None:
+            outbound = actor.outbound
+            for handle, entry in self._new.items():
+                outbound[handle] = entry
+                entry[0].outbound.add(handle)
+        if self._pending is not None:
+            self.scheduler._deliver_all(self._pending)
+        if self._commits is not None:
+            for callback in self._commits:
+                callback()
+        if not actor.alive:
+            self.scheduler.actor_exited(actor)
+
+    def _run_stops(self) -> None:
+        """Tear down each facet asked to stop, in order; stop actions may ask for more."""
+        stops = self._stops
+        assert stops is not None
+        while stops:
+            facet, then = stops.pop(0)
             if facet.alive:
                 parent = facet.parent
                 self._teardown(facet)
@@ -253,22 +294,6 @@ class Turn:
                     self.in_facet(parent, then)
                 if parent is None:
                     self.actor.alive = False
-        outbound = self.actor.outbound
-        for handle in self._gone:
-            entry = outbound.pop(handle, None)
-            if entry is not None:
-                entry[0].outbound.discard(handle)
-        for handle, entry in self._new.items():
-            outbound[handle] = entry
-            entry[0].outbound.add(handle)
-        scheduler = self.scheduler
-        for target, batch in self._pending.items():
-            scheduler.deliver(target, batch)
-        if self._commits is not None:
-            for callback in self._commits:
-                callback()
-        if not self.actor.alive:
-            scheduler.actor_exited(self.actor)
 
     def _teardown(self, facet: Facet) -> None:
         for child in list(facet.children):
@@ -280,9 +305,10 @@ class Turn:
         facet.stop_actions.clear()
         for handle in list(facet.outbound):
             self.retract(handle)
-        for handle, (owner, _ref) in list(self._new.items()):
-            if owner is facet:
-                self.retract(handle)
+        if self._new is not None:
+            for handle, (owner, _ref) in list(self._new.items()):
+                if owner is facet:
+                    self.retract(handle)
         if facet.parent is not None:
             facet.parent.children.discard(facet)
 
@@ -333,6 +359,15 @@ class Scheduler:
         """Queue one turn's worth of events for ``actor`` (called at commit)."""
         self._push((actor, None, batch))
 
+    def _deliver_all(self, pending: dict[Actor, list[tuple]]) -> None:
+        """:meth:`deliver` each of a committing turn's batches, in the order they were begun."""
+        queue = self._queue
+        was_idle = not queue
+        for target, batch in pending.items():
+            queue.append((target, None, batch))
+        if was_idle and self.on_work is not None:
+            self.on_work()
+
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
         """Create a top-level actor (from outside any turn) and queue its first turn."""
         actor = Actor(self, name)
@@ -345,14 +380,17 @@ class Scheduler:
     def run_until_idle(self, max_turns: int | None = None) -> int:
         """Run queued turns until the queue is empty (or ``max_turns`` ran); return how many ran."""
         ran = 0
+        limit = -1 if max_turns is None else max_turns
         queue = self._queue
-        while queue and (max_turns is None or ran < max_turns):
-            actor, facet, work = queue.popleft()
+        popleft = queue.popleft
+        run_batch = self._run_batch
+        while queue and ran != limit:
+            actor, facet, work = popleft()
             if not actor.alive:
                 continue
             ran += 1
             if facet is None:
-                self._run_batch(actor, work)
+                run_batch(actor, work)
             elif facet.alive:
                 self._run_action(actor, facet, work)
         self.turns_run += ran
@@ -383,14 +421,15 @@ class Scheduler:
                 if not facet.alive:
                     continue
                 turn.facet = facet
-                if kind != _SYNC and ref.entity.__class__ is not _SyncReply:
+                entity = ref.entity
+                if kind != _SYNC and entity.__class__ is not _SyncReply:
                     actor.work += 1
                 if kind == _PUBLISH:
-                    ref.entity.on_publish(turn, payload, handle)
+                    entity.on_publish(turn, payload, handle)
                 elif kind == _MESSAGE:
-                    ref.entity.on_message(turn, payload)
+                    entity.on_message(turn, payload)
                 else:
-                    ref.entity.on_sync(turn, payload)
+                    entity.on_sync(turn, payload)
             if retracts is not None:
                 for _kind, ref, _payload, handle in retracts:
                     if ref.facet.alive:
@@ -423,7 +462,7 @@ class Scheduler:
         # assertion it held is retracted.
         batches = {
             target: [e for e in batch if e[0] == _MESSAGE]
-            for target, batch in cleanup._pending.items()
+            for target, batch in (cleanup._pending or {}).items()
         }
         for handle, (_facet, ref) in actor.outbound.items():
             batches.setdefault(ref.actor, []).append((_RETRACT, ref, None, handle))

@@ -85,6 +85,11 @@ class Node:
 
         return turn.new_facet(start)
 
+    @property
+    def parent_fragment(self) -> Ref | None:
+        """The parent's fragment while the link to the parent is up, else None."""
+        return None if self.parent_service is None else self.neighbours.get(self.parent_service)
+
     def _link_down(self, service: Ref) -> None:
         self.neighbours.pop(service, None)
         if self.parent_service == service:

@@ -82,10 +82,18 @@ def on_message(turn: Turn, ds: Ref, pattern: PatternLike, fn: OnCaptures | None 
 
 
 class _Relay(Entity):
-    """An assertion relay's observer: maps each captures vector to an assertion elsewhere."""
+    """An assertion relay's observer: maps each captures vector to an assertion elsewhere.
 
-    def __init__(self, transform: Callable[[tuple], Relayed]) -> None:
+    Messages go through ``message_transform`` (by default the same ``transform``).
+    """
+
+    def __init__(
+        self,
+        transform: Callable[[tuple], Relayed],
+        message_transform: Callable[[tuple], Relayed] | None = None,
+    ) -> None:
         self.transform = transform
+        self.message_transform = transform if message_transform is None else message_transform
         self.handles: dict[Handle, Handle] = {}
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
@@ -99,20 +107,27 @@ class _Relay(Entity):
             turn.retract(mine)
 
     def on_message(self, turn: Turn, captures: Value) -> None:
-        out = self.transform(captures)
+        out = self.message_transform(captures)
         if out is not None:
             turn.message(out[0], out[1])
 
 
 def relay(
-    turn: Turn, ds: Ref, pattern: PatternLike, transform: Callable[[tuple], Relayed]
+    turn: Turn,
+    ds: Ref,
+    pattern: PatternLike,
+    transform: Callable[[tuple], Relayed],
+    messages: Callable[[tuple], Relayed] | None = None,
 ) -> Handle:
     """An *assertion relay*: each match of ``pattern`` at ``ds`` becomes an assertion elsewhere.
 
     ``transform(captures)`` returns ``(target, value)`` — assert ``value`` at ``target`` while the
     match lasts, or send it as a message if the match was a message — or ``None`` to skip it.
+    ``messages``, if given, replaces ``transform`` for matches that are messages: a message is
+    never retained, so it may skip steps an assertion needs (see
+    :func:`feds.protocols.relay_via_at`).
     """
-    return _install(turn, ds, pattern, _Relay(transform))
+    return _install(turn, ds, pattern, _Relay(transform, messages))
 
 
 def relay_object(turn: Turn, transform: Callable[[Value], Relayed]) -> Ref:

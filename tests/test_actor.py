@@ -140,3 +140,41 @@ def test_events_to_a_stopped_facet_are_dropped() -> None:
     sched.spawn(lambda t: t.message(ref, "late"))
     sched.run_until_idle()
     assert rec.events == []
+
+
+def test_a_held_handle_retracted_twice_in_one_turn_is_retracted_once() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    held: list = []
+    actor = sched.spawn(lambda t: held.append(t.publish(ref, "held")))
+    sched.run_until_idle()
+
+    def twice(t: Turn) -> None:
+        t.retract(held[0])
+        t.retract(held[0])
+        t.retract(12345)  # never published: ignored
+
+    sched.enqueue(actor, actor.root, twice)
+    sched.run_until_idle()
+    assert rec.events == [("+", "held"), ("-", "held")]
+    assert actor.outbound == {} and actor.root.outbound == set()
+
+
+def test_a_turn_that_only_sends_commits_nothing_else() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    actor = sched.spawn(lambda t: t.message(ref, "only"))
+    sched.run_until_idle()
+    assert rec.events == [("!", "only")]
+    assert actor.alive and actor.outbound == {} and actor.root.alive
+
+
+def test_refs_to_the_same_entity_and_facet_are_equal_and_hash_alike() -> None:
+    sched = Scheduler()
+    rec = Recorder()
+    refs: list = []
+    sched.spawn(lambda t: refs.extend((t.ref(rec), t.ref(rec), t.ref(Recorder()))))
+    sched.run_until_idle()
+    a, b, other = refs
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != other and len({a, other}) == 2

@@ -11,6 +11,10 @@ Schema (seed): ``Local = <local @item any>``, ``At = <at @fragment #:any @item a
 * A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat>`` and receives each
   ``<pub _ pat x>`` as ``x``.
 * Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network).
+
+Messages are never retained, so there is nothing to deduplicate: the next-hop relay sends a
+``<pub f pat x>`` message straight to ``t`` instead of ``<at t <pub f pat x>>`` to ``f``
+(:func:`~feds.protocols.relay_via_at`), one turn and one index lookup less per hop.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Protocol
+from feds.protocols import AT, Protocol, relay_via_at
 from feds.reactive import during, relay
 from feds.values import Record, Symbol, Value
 
@@ -28,7 +32,6 @@ if TYPE_CHECKING:
     from feds.node import Node
 
 LOCAL = Symbol("local")
-AT = Symbol("at")
 SUB = Symbol("sub")
 PUB = Symbol("pub")
 
@@ -57,13 +60,12 @@ class AggregateSubs(Protocol):
         def next_hop(t: Turn, hop: Ref, pat: Value) -> None:
             if hop == f:
                 return
-            relay(
+            relay_via_at(
                 t,
                 f,
                 rec_group(PUB, [bind(), lit(pat), bind()]),
-                lambda c: (
-                    None if c[0] == hop else (f, Record(AT, (hop, Record(PUB, (f, pat, c[1])))))
-                ),
+                f,
+                lambda c: None if c[0] == hop else (hop, Record(PUB, (f, pat, c[1]))),
             )
 
         during(turn, f, rec_group(SUB, [bind(), bind()]), next_hop)

@@ -14,6 +14,12 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content
 * Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication).
 * For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
   ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
+
+Messages are never retained, so there is nothing to deduplicate or to offer the parent later:
+both rules that answer ``<at e x>`` send a message ``x`` straight to ``e`` instead
+(:func:`~feds.protocols.relay_via_at`), and a ``<link _ v>`` message goes straight up as
+``<link f v>`` to the parent (if the uplink is up) rather than as ``<content v>`` through the
+uplink's relay, the only observer of ``<content …>``. Each saves a turn and an index lookup.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Protocol
+from feds.protocols import AT, Protocol, relay_via_at
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -33,7 +39,6 @@ if TYPE_CHECKING:
 LINK = Symbol("link")
 CONTENT = Symbol("content")
 FROM_UPLINK = Symbol("from-uplink")
-AT = Symbol("at")
 LOCAL_ID = False
 """The link id of local assertions (``#f`` in the seed)."""
 
@@ -56,19 +61,25 @@ class CopyUp(Protocol):
     def setup(self, turn: Turn, node: Node) -> None:
         F = node.fragment
         relay(turn, F, rec_group(AT, [bind(), bind()]), lambda c: (c[0], c[1]))
-        relay(
-            turn,
-            F,
-            rec_group(LINK, [DISCARD, bind()]),
-            lambda c: None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],))),
-        )
+
+        def content(c: tuple) -> tuple[Ref, Value] | None:
+            return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))
+
+        def up(c: tuple) -> tuple[Ref, Value] | None:
+            """A message: what the uplink would do with ``<content v>``, without that step."""
+            parent = node.parent_fragment
+            if parent is None or _is_observe(c[0]):
+                return None
+            return parent, Record(LINK, (F, c[0]))
+
+        relay(turn, F, rec_group(LINK, [DISCARD, bind()]), content, up)
 
         def distribute(t: Turn, pat: Value) -> None:
             d = relay_object(t, lambda x: (F, Record(FROM_UPLINK, (d, x))))
             t.publish(F, Record(CONTENT, (observe(pat, d),)))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
-                relay(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), lambda c: (F, _at(e, c[0])))
+                relay_via_at(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), F, lambda c: (e, c[0]))
 
             during(t, F, link_observe(DISCARD, lit(pat), bind()), observer_of_pat)
 
@@ -79,9 +90,9 @@ class CopyUp(Protocol):
                 i = c[0]
                 if i is not LOCAL_ID and i == link_id:
                     return None
-                return F, _at(e, c[1:])
+                return e, c[1:]
 
-            relay(t, F, rec_group(LINK, [bind(), pat]), split_horizon)
+            relay_via_at(t, F, rec_group(LINK, [bind(), pat]), F, split_horizon)
 
         during(turn, F, link_observe(bind(), bind(), bind()), answer)
 
@@ -89,7 +100,3 @@ class CopyUp(Protocol):
         if peer_is_parent:
             F = node.fragment
             relay(turn, F, rec_group(CONTENT, [bind()]), lambda c: (peer, Record(LINK, (F, c[0]))))
-
-
-def _at(e: Ref, x: Value) -> Record:
-    return Record(AT, (e, x))

@@ -10,6 +10,12 @@ Schema (seed): ``From = <from @fragment #:any @body any>``, ``At = <at @observer
   ``<group <rec from> {0: f 1: pat}>`` and answers each match ``x`` with ``<at e x>``.
 
 No aggregation: several observers of one pattern each get their own answers across the network.
+
+Messages are never retained, so there is nothing to deduplicate: a rule that would put an
+``<at e x>`` message into its own fragment ``f`` sends it where ``f``'s ``<at e _>`` rules would
+(:func:`~feds.protocols.relay_via_at`, :func:`toward`): ``x`` to ``e`` if ``e`` observes at ``f``,
+else ``<at e x>`` to the neighbour fragment that told ``f`` about ``e`` — the one whose half-link
+mirrors ``<at e _>`` out of ``f``. One turn and one index lookup less per hop.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Protocol
+from feds.protocols import AT, Delivery, Protocol, relay_via_at
 from feds.reactive import during, relay
 from feds.values import Record, Symbol, Value
 
@@ -27,12 +33,23 @@ if TYPE_CHECKING:
     from feds.node import Node
 
 FROM = Symbol("from")
-AT = Symbol("at")
 
 
 def observer_pattern(source: Value, pattern: Value, observer: Value) -> Value:
     """Pattern for ``<from source <Observe pattern observer>>``."""
     return rec_group(FROM, [source, rec_group(OBSERVE, [pattern, observer])])
+
+
+def toward(fragment: Ref, source: Ref) -> Delivery:
+    """Where ``fragment`` delivers ``<at e x>`` for an observer ``e`` it learned of from ``source``.
+
+    ``source`` is ``fragment`` itself for a local observer (delivered as ``x`` at ``e``), else the
+    neighbour fragment whose half-link asserted ``<from source <Observe _ e>>`` here and, with it,
+    the mirror that copies each ``<at e x>`` back to ``source``.
+    """
+    if source == fragment:
+        return lambda e, x: (e, x)
+    return lambda e, x: (source, Record(AT, (e, x)))
 
 
 class ObserverFlood(Protocol):
@@ -49,11 +66,11 @@ class ObserverFlood(Protocol):
 
         during(turn, f, observer_pattern(lit(f), DISCARD, bind()), local_observer)
 
-        def any_observer(t: Turn, pat: Value, e: Ref) -> None:
+        def any_observer(t: Turn, source: Ref, pat: Value, e: Ref) -> None:
             local_matches = rec_group(FROM, [lit(f), pat])
-            relay(t, f, local_matches, lambda xs: (f, Record(AT, (e, xs))))
+            relay_via_at(t, f, local_matches, f, lambda xs: (e, xs), toward(f, source))
 
-        during(turn, f, observer_pattern(DISCARD, bind(), bind()), any_observer)
+        during(turn, f, observer_pattern(bind(), bind(), bind()), any_observer)
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         a, b = node.fragment, peer
@@ -62,6 +79,8 @@ class ObserverFlood(Protocol):
             if source == b:
                 return
             t.publish(b, Record(FROM, (a, observe(pat, e))))
-            relay(t, b, rec_group(AT, [lit(e), bind()]), lambda c: (a, Record(AT, (e, c[0]))))
+            relay_via_at(
+                t, b, rec_group(AT, [lit(e), bind()]), a, lambda c: (e, c[0]), toward(a, source)
+            )
 
         during(turn, a, observer_pattern(bind(), bind(), bind()), forward)

@@ -1,0 +1,109 @@
+"""Message fusion: a message that a rule would put into its own fragment as ``<at t x>`` goes
+straight to where the fragment's ``<at …>`` rules would send it; assertions still go through
+``<at …>`` (the fragment's bag deduplicates them). See ``feds.protocols.relay_via_at``. Likewise
+copy-up sends a ``<link _ v>`` message straight up instead of through ``<content v>``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from feds.actor import Scheduler, Turn
+from feds.dataspace import Dataspace
+from feds.pattern_forms import bind, rec_group
+from feds.protocols import AT, protocol_names
+from feds.protocols.copy_up import CONTENT
+from feds.reactive import relay
+from feds.sim.reference import Workload
+from feds.values import Record, Symbol, Value, record
+from tests.recording import Recorder
+from tests.test_federation import Overlay
+
+A = Symbol("a")
+
+AT_MESSAGES = {"copy-up": Counter(), "aggregate-subs": Counter(), "observer-flood": Counter(n1=1)}
+"""``<at …>`` messages entering each fragment for one message from n2 to an observer at n0.
+
+Before fusion every node on the way saw one. observer-flood still routes through the middle
+node's fragment: the message arrives there from n2 as ``<at e x>``.
+"""
+
+AT_ASSERTIONS = {
+    "copy-up": Counter(n0=1),
+    "aggregate-subs": Counter(n2=1, n1=1),
+    "observer-flood": Counter(n2=1, n1=1, n0=1),
+}
+"""``<at …>`` assertions entering each fragment for one assertion made at n2: unchanged."""
+
+
+@pytest.mark.parametrize("wire", [False, True], ids=["refs", "wire"])
+@pytest.mark.parametrize("protocol", protocol_names())
+def test_messages_skip_the_at_step_and_assertions_keep_it(
+    protocol: str, wire: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overlay = Overlay(protocol, [0, 1], wire)  # n0 ← n1 ← n2
+    names = {id(node.dataspace): node.name for node in overlay.nodes}
+    work = Workload(overlay.scheduler)
+    subscriber, publisher = work.attach(overlay.nodes[0]), work.attach(overlay.nodes[2])
+    key = work.observe(subscriber, rec_group(A, [bind()]))
+    overlay.settle()
+
+    entered: dict[str, Counter] = {"publish": Counter(), "message": Counter()}
+    contents: Counter = Counter()
+    for kind in entered:
+        original = getattr(Dataspace, f"on_{kind}")
+
+        def spy(self, turn, value, *rest, _original=original, _kind=kind):  # type: ignore[no-untyped-def]
+            if value.__class__ is Record and value.label == AT:
+                entered[_kind][names[id(self)]] += 1
+            if value.__class__ is Record and value.label == CONTENT:
+                contents[_kind, names[id(self)]] += 1
+            return _original(self, turn, value, *rest)
+
+        monkeypatch.setattr(Dataspace, f"on_{kind}", spy)
+
+    work.send(publisher, record("a", 1))
+    work.assert_(publisher, record("a", 2))
+    overlay.settle()
+    _handle, watcher, _pattern = subscriber.observers[key]
+    assert watcher.messages == [(1,)]
+    assert watcher.view() == Counter({(2,): 1})
+    assert entered["message"] == AT_MESSAGES[protocol]
+    assert entered["publish"] == AT_ASSERTIONS[protocol]
+    if protocol == "copy-up":  # the assertion is offered up as <content v>, the message is not
+        assert contents == Counter(
+            {("publish", "n2"): 1, ("publish", "n1"): 1, ("publish", "n0"): 1}
+        )
+
+
+def test_a_relay_sends_messages_through_its_message_transform() -> None:
+    sched = Scheduler()
+    ds, asserted, sent = Dataspace(), Recorder(), Recorder()
+    refs: dict[str, object] = {}
+
+    def boot(t: Turn) -> None:
+        refs["ds"] = d = t.ref(ds)
+        to_asserted, to_sent = t.ref(asserted), t.ref(sent)
+        relay(
+            t,
+            d,
+            rec_group(A, [bind()]),
+            lambda c: (to_asserted, record("held", c[0])),
+            lambda c: (to_sent, record("sent", c[0])),
+        )
+
+    actor = sched.spawn(boot)
+    sched.run_until_idle()
+
+    def act(t: Turn) -> None:
+        ds_ref = refs["ds"]
+        t.publish(ds_ref, record("a", 1))  # type: ignore[arg-type]
+        t.message(ds_ref, record("a", 2))  # type: ignore[arg-type]
+
+    sched.enqueue(actor, actor.root, act)
+    sched.run_until_idle()
+    held: list[tuple[str, Value]] = [("+", record("held", 1))]
+    assert asserted.events == held
+    assert sent.events == [("!", record("sent", 2))]
