@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from functools import partial
 
 import pytest
@@ -10,6 +13,7 @@ import trio
 
 from feds import client
 from feds.actor import Actor, Ref, Scheduler, Turn
+from feds.blocking import BATCH, BlockingClient
 from feds.dataspace import observe
 from feds.driver import Driver
 from feds.relay import CLIENT, Hello, Relay
@@ -268,3 +272,51 @@ async def test_drain_returns_at_once_when_the_connection_has_room(nursery: trio.
         ds.relay.close("test: closed")
         with pytest.raises(client.FedsError, match="closed"):
             await ds.drain()
+
+
+BULK_PAYLOAD = 1024
+BULK_VALUES = 3000
+
+
+@pytest.fixture
+def slow_node() -> Iterator[tuple[NodeRuntime, int, Recorder]]:
+    """A node with a slow subscriber, run by a trio thread of its own (for blocking clients)."""
+    box: dict = {}
+    ready = threading.Event()
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            box["node"] = await node_with_slow_subscriber(nursery)
+            box["token"] = trio.lowlevel.current_trio_token()
+            box["stop"] = trio.Event()
+            ready.set()
+            await box["stop"].wait()
+            nursery.cancel_scope.cancel()
+
+    thread = threading.Thread(target=trio.run, args=(run,), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield box["node"]
+    finally:
+        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
+        thread.join(5)
+
+
+def test_the_blocking_clients_bulk_publish_is_bounded_and_loses_nothing(
+    slow_node: tuple[NodeRuntime, int, Recorder], small_client_send_buffers: None
+) -> None:
+    _, port, seen = slow_node
+    values = [
+        Record(BENCH, (i.to_bytes(4, "big") * (BULK_PAYLOAD // 4),)) for i in range(BULK_VALUES)
+    ]
+    with BlockingClient(f"127.0.0.1:{port}") as ds:
+        ds.publish_many(values)
+        ds.sync(timeout=60)
+        deadline = time.monotonic() + 60  # against a hang only
+        while len(seen.events) < BULK_VALUES and time.monotonic() < deadline:
+            time.sleep(0.01)
+        peak = backlog(ds.session.relay)[1]
+    assert seen.events[:BULK_VALUES] == [("+", v.fields) for v in values]  # all, in order
+    assert peak > LOW_WATER  # the node stopped reading the client, so publish_many waited...
+    assert peak <= LOW_WATER + BATCH * (BULK_PAYLOAD + FRAME_OVERHEAD)  # ...and bounded it
