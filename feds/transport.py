@@ -23,6 +23,10 @@ An application bounds its own side with :func:`wait_backlog` (``Session.drain``)
 link is not paused, so without it a client that produces faster than the node reads would only
 grow its own output buffer.
 
+In-process links (:func:`memory_pair`) hand bytes straight to the other relay, so they have no
+backlog and take no part in this: a node behind one is not paused by its neighbour's congestion
+(bounding them would need each end's :class:`Backpressure`, which the runtime does not pass).
+
 The transports only move bytes: the relay's turns run on its scheduler, so a
 :class:`feds.driver.Driver` for that scheduler must be running. The simulator does not use this
 module; it moves bytes between relays itself (:func:`feds.relay.exchange`) on a virtual clock.
