@@ -15,8 +15,9 @@ Measured per system, with 64-byte payloads (the subscriber captures the payload,
 every hop — a feds pattern that captured nothing would leave the payload at the first node):
 
 * **msgs/s** — N messages sent by the publisher, counted by the subscriber; rate = N / (time of
-  the last arrival - time of the first send). feds has no backpressure yet, so its publisher
-  keeps at most ``--window`` messages in flight; the peers use their own flow control.
+  the last arrival - time of the first send). The feds publisher calls ``Session.drain()``
+  every 100 messages (or, with ``--window N``, keeps at most N in flight, the method used
+  before ``drain`` existed; ``--window 0``: no flow control); the peers use their own.
 * **changes/s** (feds only) — N assert+retract pairs at the publisher, the subscriber observing
   them; rate = 2N observed changes / (last observed change - first assert).
 * **round trip** — the publisher's end sends a ping, the subscriber's end answers with a pong;
@@ -95,7 +96,7 @@ class Params:
     peer_messages: int
     changes: int
     round_trips: int
-    window: int
+    window: int | None  # feds: None = drain(), else most in flight (0 = no limit)
     timeout: float
 
 
@@ -451,7 +452,7 @@ async def _consume(
 
 
 async def feds_phase_messages(
-    pub: Session, sub: Session, n: int, window: int, timeout: float
+    pub: Session, sub: Session, n: int, window: int | None, timeout: float
 ) -> float:
     counter = Counter()
     seen_warm = trio.Event()
@@ -467,11 +468,20 @@ async def feds_phase_messages(
             for i in range(n):
                 pub.send(data)
                 if i % 100 == 99:
-                    await trio.sleep(0)
-                    await counter.below(i + 1, window)
+                    await _pace(pub, counter, i + 1, window)
         await feds_wait(counter, timeout)
         nursery.cancel_scope.cancel()
     return _rate(counter, start, "messages")
+
+
+async def _pace(pub: Session, counter: Counter, sent: int, window: int | None) -> None:
+    """Let the publisher go on once its connection has room (``window`` None), or once fewer
+    than ``window`` of the ``sent`` items are still on their way (0: at once)."""
+    if window is None:
+        await pub.drain()
+    else:
+        await trio.sleep(0)
+        await counter.below(sent, window)
 
 
 async def _feds_prime(
@@ -496,7 +506,7 @@ def _rate(counter: Counter, start: float, what: str) -> float:
 
 
 async def feds_phase_changes(
-    pub: Session, sub: Session, n: int, window: int, timeout: float
+    pub: Session, sub: Session, n: int, window: int | None, timeout: float
 ) -> float:
     """Assert+retract pairs at ``pub``; 2n changes observed at ``sub``."""
     counter = Counter()
@@ -519,8 +529,7 @@ async def feds_phase_changes(
                 key = pub.assert_(Record(CHANGE, (DATA + i.to_bytes(8, "big") + b"x" * 55,)))
                 pub.retract(key)
                 if i % 50 == 49:
-                    await trio.sleep(0)
-                    await counter.below(2 * (i + 1), window)
+                    await _pace(pub, counter, 2 * (i + 1), window)
         await feds_wait(counter, timeout)
         nursery.cancel_scope.cancel()
     return _rate(counter, start, "changes")
@@ -958,8 +967,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--window",
         type=int,
-        default=1000,
-        help="feds: most messages (changes) in flight; 0 = no limit (feds has no backpressure)",
+        help="feds: keep at most this many messages (changes) in flight instead of using "
+        "Session.drain(); 0 = no flow control",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per phase")
     parser.add_argument("--json", type=Path, help="also write every sample to this file")
@@ -1021,7 +1030,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"3-node chain on {HOST}, {PAYLOAD_SIZE}-byte payloads, {reps} repetition(s); "
-        f"feds: {params.messages} msgs, {params.changes} assert+retract pairs; "
+        f"feds: {params.messages} msgs, {params.changes} assert+retract pairs, "
+        f"{'drain()' if params.window is None else f'window {params.window}'}; "
         f"peers: {params.peer_messages} msgs; {params.round_trips} round trips each",
         flush=True,
     )

@@ -13,6 +13,11 @@
 Every call is forwarded to the async :class:`~feds.client.Session` running in the background
 thread; errors (:class:`~feds.client.FedsError`, ``TypeError`` for a non-value, a pattern
 error) surface in the caller's thread.
+
+Calls that send (``assert_``, ``send``, ``retract``, ``publish_many``, ``send_many``) wait while
+the connection is backlogged (:meth:`Session.drain <feds.client.Session.drain>`), so a
+synchronous producer cannot outrun the socket: the connection holds at most the transport's
+low-water mark plus one call's (or one :data:`BATCH`'s) worth of values.
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final
 
 import trio
 
@@ -30,6 +35,9 @@ from feds.reactive import PatternLike
 from feds.values import Value
 
 _END = object()
+
+BATCH: Final = 256
+"""Values that ``publish_many`` and ``send_many`` queue between two drains (one packet)."""
 
 
 class BlockingClient:
@@ -87,20 +95,45 @@ class BlockingClient:
         assert self._session is not None
         return self._session
 
+    def _produce(self, action: Callable[[], Any]) -> Any:
+        """Call ``action`` in the background thread; if that leaves the connection backlogged,
+        wait there until it has drained (a second hop, only then)."""
+        result, backlogged = self._run_sync(lambda: (action(), self.session.backlogged))
+        if backlogged:
+            self._run(self.session.drain)
+        return result
+
     def assert_(self, value: Value) -> int:
         """Assert ``value``; returns a key for :meth:`retract`."""
-        return self._run_sync(self.session.assert_, value)
+        return self._produce(lambda: self.session.assert_(value))
 
     def publish_many(self, values: Iterable[Value]) -> list[int]:
-        """Assert many values in one hop to the background thread; returns their keys."""
-        items = list(values)
-        return self._run_sync(lambda: [self.session.assert_(v) for v in items])
+        """Assert many values, :data:`BATCH` at a time with a drain after each, in one hop to the
+        background thread; returns their keys."""
+        return self._many(self.session.assert_, values)
 
     def retract(self, key: int) -> None:
-        self._run_sync(self.session.retract, key)
+        self._produce(lambda: self.session.retract(key))
 
     def send(self, value: Value) -> None:
-        self._run_sync(self.session.send, value)
+        self._produce(lambda: self.session.send(value))
+
+    def send_many(self, values: Iterable[Value]) -> None:
+        """Send many values as messages, :data:`BATCH` at a time with a drain after each, in one
+        hop to the background thread."""
+        self._many(self.session.send, values)
+
+    def _many(self, act: Callable[[Value], Any], values: Iterable[Value]) -> list[Any]:
+        items = list(values)
+
+        async def run() -> list[Any]:
+            results = []
+            for start in range(0, len(items), BATCH):
+                results.extend(map(act, items[start : start + BATCH]))
+                await self.session.drain()
+            return results
+
+        return self._run(run)
 
     def sync(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
         """Block until every earlier action has reached every node of the overlay."""

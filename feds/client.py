@@ -14,6 +14,22 @@
 ``sync`` is federated: it returns once every earlier action of this client has had its effect on
 every node of the overlay and every answer has come back (see :mod:`feds.node`).
 :func:`query` builds on it: the matches asserted anywhere before the query began.
+
+**Flow control.** Sending never waits: a producer that sends many values should ``await
+ds.drain()`` now and then (say every hundred values), which waits while the connection holds
+more than the transport's low-water mark of bytes that the socket has not taken::
+
+    for i, value in enumerate(values):
+        ds.send(value)
+        if i % 100 == 99:
+            await ds.drain()
+
+A node never cuts off a client for sending fast: while the node cannot forward what arrives
+(one of its links is congested) it stops reading the client, TCP fills, and ``drain`` waits.
+Only a client that does not read what the node sends it is closed, as a slow consumer, once
+64 MiB wait for it (:mod:`feds.transport`); that includes one reading more slowly than its own
+sending makes the node send it (observing what it publishes over a slow downlink), as the node
+cannot tell slow reading from none.
 """
 
 from __future__ import annotations
@@ -33,7 +49,7 @@ from feds.reactive import PatternLike
 from feds.relay import ADMIN, CLIENT, Hello, Relay
 from feds.runtime import STATUS
 from feds.syntax import parse_pattern
-from feds.transport import connect_tcp
+from feds.transport import LOW_WATER, backlog, connect_tcp, wait_backlog
 from feds.values import Record, Value, check_value
 
 DEFAULT_TIMEOUT = 10.0
@@ -128,7 +144,7 @@ class Session:
     are applied in order. Use :meth:`sync` to wait until they have reached every node.
 
     Actions queued before the driver next runs are applied in one turn, so they cross the
-    network as one packet.
+    network as one packet. Nothing bounds what a session queues but :meth:`drain`.
     """
 
     def __init__(self, driver: Driver, facet: Facet, target: Ref, relay: Relay) -> None:
@@ -140,9 +156,12 @@ class Session:
         self._next = 0
         self._pending: list[Callable[[Turn], None]] = []
 
-    def _act(self, action: Callable[[Turn], None]) -> None:
+    def _check_open(self) -> None:
         if self.relay.closed:
             raise FedsError(f"the connection is closed: {self.relay.close_reason}")
+
+    def _act(self, action: Callable[[Turn], None]) -> None:
+        self._check_open()
         self._pending.append(action)
         if len(self._pending) == 1:
             self._driver.act(self._facet, self._flush)
@@ -168,6 +187,31 @@ class Session:
         """Send ``value`` as a message to every matching observer in the overlay."""
         check_value(value)
         self._act(lambda t: t.message(self._target, value))
+
+    @property
+    def backlogged(self) -> bool:
+        """Whether the bytes this session produced that its socket has not taken yet are above
+        the transport's low-water mark (then :meth:`drain` would wait)."""
+        return backlog(self.relay)[0] > LOW_WATER
+
+    async def drain(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        """Wait until this session's connection has room: until the bytes it produced that the
+        socket has not taken yet are at most the transport's low-water mark.
+
+        The actions queued since the driver last ran are turned into bytes first (one packet),
+        so a loop that sends and drains now and then holds at most the low-water mark plus what
+        it queued since its last drain. Returns at once (after a trio checkpoint) when there is
+        room; raises :class:`FedsError` if there is none within ``timeout`` seconds or the
+        connection closes.
+        """
+        self._check_open()
+        if self._pending:
+            self._driver.run_now()
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            await wait_backlog(self.relay, LOW_WATER)
+            self._check_open()
+            return
+        raise FedsError(f"timed out after {timeout} s waiting for the connection to drain")
 
     async def sync(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
         """Wait until every earlier action of this session has reached every node and back."""

@@ -19,6 +19,13 @@ node reads none of its other links; a link is never paused for its own backlog, 
 tree of nodes cannot deadlock (the argument is in :class:`Backpressure`). The scheduler's queue
 is bounded too: a reader reads again only once the turns of its last read have run. A far side
 that keeps sending on a link but does not read what that causes is closed as a slow consumer.
+An application bounds its own side with :func:`wait_backlog` (``Session.drain``): a client's
+link is not paused, so without it a client that produces faster than the node reads would only
+grow its own output buffer.
+
+In-process links (:func:`memory_pair`) hand bytes straight to the other relay, so they have no
+backlog and take no part in this: a node behind one is not paused by its neighbour's congestion
+(bounding them would need each end's :class:`Backpressure`, which the runtime does not pass).
 
 The transports only move bytes: the relay's turns run on its scheduler, so a
 :class:`feds.driver.Driver` for that scheduler must be running. The simulator does not use this
@@ -47,6 +54,7 @@ __all__ = [
     "memory_pair",
     "pump",
     "serve_tcp",
+    "wait_backlog",
 ]
 
 log = logging.getLogger("feds.transport")
@@ -146,6 +154,16 @@ def backlog(relay: Relay) -> tuple[int, int]:
     return (link.backlog, link.peak) if link is not None else (0, 0)
 
 
+async def wait_backlog(relay: Relay, level: int = LOW_WATER) -> None:
+    """Wait until ``relay``'s backlog (:func:`backlog`) is at most ``level`` bytes or the relay
+    is closed. A trio checkpoint even when there is nothing to wait for; returns at once for a
+    relay no pump runs (in-process links have no backlog)."""
+    await trio.lowlevel.checkpoint()
+    link = _links.get(relay)
+    while link is not None and link.backlog > level and not relay.closed:
+        await link.progressed.wait()
+
+
 def _watch(relay: Relay) -> _Signal:
     """Install a wakeup as the relay's ``on_output`` (replacing any earlier one)."""
     signal = _Signal()
@@ -177,6 +195,7 @@ async def pump(
             relay.close("transport stopped")
         if backpressure is not None:
             backpressure.discard(link)
+        link.progress()
         await trio.aclose_forcefully(stream)
 
 
@@ -205,6 +224,7 @@ class _Link:
         self.sending = 0  # bytes the writer task is sending now
         self.peak = 0  # the largest backlog so far
         self.signal = _Signal()  # wakes the writer task
+        self.progressed = trio.Event()  # set (and replaced) when the backlog shrinks or ends
         self._flush_queued = False
         relay.on_output = self._on_output
         _links[relay] = self
@@ -213,6 +233,11 @@ class _Link:
     def backlog(self) -> int:
         """Bytes taken from the relay that the stream has not accepted yet."""
         return len(self.unsent) + self.sending
+
+    def progress(self) -> None:
+        """Wake the tasks waiting in :func:`wait_backlog`."""
+        self.progressed.set()
+        self.progressed = trio.Event()
 
     def _queue(self, data: bytes | memoryview) -> None:
         """Leave ``data`` to the writer task."""
@@ -294,6 +319,7 @@ class _Link:
                     self.sending = 0
                     if self.backpressure is not None:
                         self.backpressure.update(self)
+                    self.progress()
             elif relay.closed:
                 return
             else:

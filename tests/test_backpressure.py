@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from functools import partial
 
+import pytest
 import trio
 
 from feds import client
 from feds.actor import Actor, Ref, Scheduler, Turn
+from feds.blocking import BATCH, BlockingClient
 from feds.dataspace import observe
 from feds.driver import Driver
 from feds.relay import CLIENT, Hello, Relay
 from feds.runtime import NodeRuntime
 from feds.syntax import parse_pattern
-from feds.transport import RECEIVE_SIZE, Backpressure, backlog, pump
+from feds.transport import LOW_WATER, RECEIVE_SIZE, Backpressure, backlog, pump
 from feds.values import Record, Symbol
 from tests.recording import Recorder
 
@@ -76,16 +81,20 @@ async def slow_subscriber(nursery: trio.Nursery, port: int, name: str, pattern: 
     return seen
 
 
-async def test_a_slow_reader_pauses_the_node_instead_of_filling_its_memory(
-    nursery: trio.Nursery,
-) -> None:
+async def node_with_slow_subscriber(nursery: trio.Nursery) -> tuple[NodeRuntime, int, Recorder]:
+    """A node with small water marks, its port, and a slow subscriber to ``<bench $p>`` there."""
     node_driver = Driver()
     nursery.start_soon(node_driver.run)
     runtime = NodeRuntime(node_driver.scheduler, "n", "observer-flood")
     runtime.backpressure = Backpressure(high_water=HIGH, low_water=LOW)
     port = await nursery.start(runtime.serve, "127.0.0.1", 0)
+    return runtime, port, await slow_subscriber(nursery, port, "slow", "<bench $p>")
 
-    seen = await slow_subscriber(nursery, port, "slow", "<bench $p>")
+
+async def test_a_slow_reader_pauses_the_node_instead_of_filling_its_memory(
+    nursery: trio.Nursery,
+) -> None:
+    runtime, port, seen = await node_with_slow_subscriber(nursery)
     (to_sub,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "slow"]
 
     async with client.connect(f"127.0.0.1:{port}", name="fast") as pub:
@@ -200,3 +209,114 @@ async def test_two_nodes_congested_towards_each_other_do_not_deadlock(
     }
     assert peaks[("a", "b")] > HIGH and peaks[("b", "a")] > HIGH  # congested both ways
     assert max(peaks.values()) <= HIGH + 2 * RECEIVE_SIZE
+
+
+@pytest.fixture
+def small_client_send_buffers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients dial with a small kernel send buffer, so what their node does not read shows as
+    the client's backlog instead of waiting in the kernel."""
+    open_tcp_stream = trio.open_tcp_stream
+
+    async def open_small(host: str, port: int, **kwargs: object) -> trio.SocketStream:
+        stream = await open_tcp_stream(host, port, **kwargs)  # type: ignore[arg-type]
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        return stream
+
+    monkeypatch.setattr(trio, "open_tcp_stream", open_small)
+
+
+DRAIN_EVERY = 8
+FRAME_OVERHEAD = 64
+"""More than the bytes a message adds to a packet besides its payload."""
+
+
+async def test_a_publisher_that_drains_is_slowed_down_keeps_its_backlog_bounded_and_loses_nothing(
+    nursery: trio.Nursery, small_client_send_buffers: None
+) -> None:
+    _, port, seen = await node_with_slow_subscriber(nursery)
+    payloads = [i.to_bytes(4, "big") * (PAYLOAD // 4) for i in range(MESSAGES)]
+    async with client.connect(f"127.0.0.1:{port}", name="fast") as pub:
+        # The publisher reads as well: it observes what it sends.
+        async with pub.observe("<bench $p>") as own:
+            await pub.sync()
+            for i, p in enumerate(payloads):
+                pub.send(Record(BENCH, (p,)))
+                if i % DRAIN_EVERY == DRAIN_EVERY - 1:
+                    await pub.drain(timeout=60)
+            with trio.fail_after(60):
+                echoed = [(await own.next()).captures for _ in payloads]
+                while len(seen.events) < MESSAGES:
+                    await trio.sleep(0.01)
+        assert not pub.relay.closed  # slowed down, not cut off
+        peak = backlog(pub.relay)[1]
+
+    assert seen.events == [("!", (p,)) for p in payloads]  # every message, in order
+    assert echoed == [(p,) for p in payloads]
+    assert peak > LOW_WATER  # the node stopped reading the publisher, so drain had to wait...
+    assert peak <= LOW_WATER + DRAIN_EVERY * (PAYLOAD + FRAME_OVERHEAD)  # ...and bounded it
+
+
+async def test_drain_returns_at_once_when_the_connection_has_room(nursery: trio.Nursery) -> None:
+    node_driver = Driver()
+    nursery.start_soon(node_driver.run)
+    runtime = NodeRuntime(node_driver.scheduler, "n", "observer-flood")
+    port = await nursery.start(runtime.serve, "127.0.0.1", 0)
+    async with client.connect(f"127.0.0.1:{port}") as ds:
+        with trio.fail_after(10):  # against a hang only
+            await ds.drain()
+            ds.send(Record(BENCH, (b"x",)))
+            await ds.drain()
+            await ds.sync()
+            await ds.drain()
+        assert not ds.backlogged
+        ds.relay.close("test: closed")
+        with pytest.raises(client.FedsError, match="closed"):
+            await ds.drain()
+
+
+BULK_PAYLOAD = 1024
+BULK_VALUES = 3000
+
+
+@pytest.fixture
+def slow_node() -> Iterator[tuple[NodeRuntime, int, Recorder]]:
+    """A node with a slow subscriber, run by a trio thread of its own (for blocking clients)."""
+    box: dict = {}
+    ready = threading.Event()
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            box["node"] = await node_with_slow_subscriber(nursery)
+            box["token"] = trio.lowlevel.current_trio_token()
+            box["stop"] = trio.Event()
+            ready.set()
+            await box["stop"].wait()
+            nursery.cancel_scope.cancel()
+
+    thread = threading.Thread(target=trio.run, args=(run,), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield box["node"]
+    finally:
+        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
+        thread.join(5)
+
+
+def test_the_blocking_clients_bulk_publish_is_bounded_and_loses_nothing(
+    slow_node: tuple[NodeRuntime, int, Recorder], small_client_send_buffers: None
+) -> None:
+    _, port, seen = slow_node
+    values = [
+        Record(BENCH, (i.to_bytes(4, "big") * (BULK_PAYLOAD // 4),)) for i in range(BULK_VALUES)
+    ]
+    with BlockingClient(f"127.0.0.1:{port}") as ds:
+        ds.publish_many(values)
+        ds.sync(timeout=60)
+        deadline = time.monotonic() + 60  # against a hang only
+        while len(seen.events) < BULK_VALUES and time.monotonic() < deadline:
+            time.sleep(0.01)
+        peak = backlog(ds.session.relay)[1]
+    assert seen.events[:BULK_VALUES] == [("+", v.fields) for v in values]  # all, in order
+    assert peak > LOW_WATER  # the node stopped reading the client, so publish_many waited...
+    assert peak <= LOW_WATER + BATCH * (BULK_PAYLOAD + FRAME_OVERHEAD)  # ...and bounded it
