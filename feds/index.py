@@ -387,13 +387,11 @@ _INLINE_BUDGET = 8
 def _class_guard(g: _Gen, cls: tuple, body: list[str]) -> list[str]:
     """``body`` run only if ``s`` is of class ``cls`` (tested inline, no table lookup)."""
     if cls[0] == "rec":
-        if cls[1].__class__ is Symbol:
-            name = g.bind("N", cls[1].name)
+        if cls[1].__class__ is Symbol:  # interned: equal symbols are the same object
+            sym = g.bind("N", cls[1])
             return [
-                f"if s.__class__ is Record and len(s.fields) == {cls[2]}:",
-                "    l = s.label",
-                f"    if l.__class__ is Symbol and l.name == {name}:",
-                *_indent(body, 8),
+                f"if s.__class__ is Record and s.label is {sym} and len(s.fields) == {cls[2]}:",
+                *_indent(body, 4),
             ]
         label = g.bind("N", cls[1])
         return [
