@@ -29,6 +29,11 @@ Representation choices (all equivalent to the paper's, chosen for speed in CPyth
 * **Caches are not duplicated.** The root continuation's cache *is* the bag, and a node with a
   const table keeps no cache of its own: every value of the node is in exactly one leaf of each
   table, so the leaves of any table are the cache (rebuilt as a dict if the last table goes).
+* **Complete handlers keep no bag.** When a handler's captures, constants and shape together
+  cover every position of the value (no discard, no dict), distinct assertions of its leaf
+  have distinct captures, so its Bag(captures) would hold exactly the captures of the leaf's
+  cached values that pass its checks, each once: it is left implicit, and the walker fires
+  the callbacks without a bag lookup (:func:`_complete`, :meth:`Handler.present`).
 * **Leaves come in three forms.** A leaf without handlers caching one value is that value
   itself (no allocation in the common one-assertion-per-constant case), one caching several is
   a plain ``dict``, and a leaf with handlers is a :class:`Leaf` (a ``dict`` subclass carrying
@@ -88,14 +93,18 @@ MISSING: Any = _Missing()
 class Handler(dict):
     """A handler: the dict itself is its Bag of captures vectors (``captures -> count``).
 
+    A *complete* handler (see :func:`_complete`) keeps its dict empty: its bag is implicit,
+    the captures of the values in its leaf's cache that pass its checks, each with count 1.
+
     ``callbacks`` is an ordered set; ``cbs`` is the snapshot the generated code iterates, so a
     callback list changed during dispatch never disturbs the loop in progress.
     """
 
-    __slots__ = ("callbacks", "cb", "cbs", "fns", "key")
+    __slots__ = ("callbacks", "cb", "cbs", "complete", "fns", "key")
 
-    def setup(self, key: tuple) -> Handler:
+    def setup(self, key: tuple, complete: bool) -> Handler:
         self.key = key
+        self.complete = complete
         self.callbacks: dict[Callback, None] = {}
         self.cbs: tuple[Callback, ...] = ()
         self.cb: Callback | None = None  # the callback when there is exactly one
@@ -107,6 +116,14 @@ class Handler(dict):
     def set_callbacks(self) -> None:
         self.cbs = tuple(self.callbacks)
         self.cb = self.cbs[0] if len(self.cbs) == 1 else None
+
+    def present(self, leaf: Leaf) -> list[tuple]:
+        """The distinct captures vectors present (the bag's keys), given the handler's leaf."""
+        if not self.complete:
+            return list(self)
+        test = self.fns[3]
+        captures = [test(self, v) for v in list(leaf.values())]
+        return [c for c in captures if c is not None]
 
 
 class Leaf(dict):
@@ -152,7 +169,7 @@ class ConstTable:
     installed in this table).
     """
 
-    __slots__ = ("fns", "handlers", "leaves", "paths", "primary")
+    __slots__ = ("complete", "fns", "handlers", "leaves", "paths", "primary")
 
     def __init__(self, paths: tuple[Path, ...]) -> None:
         self.paths = paths
@@ -160,6 +177,7 @@ class ConstTable:
         self.handlers = 0  # handlers in all leaves; the table goes when this drops to 0
         self.primary: tuple | None = None
         self.fns: dict[tuple, tuple] = {}  # handler key -> generated functions
+        self.complete: dict[tuple, bool] = {}  # handler key -> whether its handlers are complete
 
 
 class Continuation:
@@ -223,6 +241,29 @@ def _classify(x: Any) -> tuple | None:
     if cls is FrozenDict:
         return ("dict",)
     return None
+
+
+def _complete(skeleton: Skeleton) -> bool:
+    """Whether the captures of a handler of ``skeleton`` determine the value within its leaf.
+
+    They do when every position of the value is captured, constant, or a record or sequence
+    (whose class the shape pins) with all its positions so covered. Two distinct (unequal)
+    assertions of one leaf then never have equal captures, so the handler's bag only ever
+    holds counts of 1 for exactly the captures of the leaf's cached values that pass its
+    checks: the index does not store it (the paper's Bag(captures) is implicit in the leaf).
+    """
+    fixed = set(skeleton.const_paths) | set(skeleton.capture_paths)
+    classes = dict(skeleton.shape)
+
+    def covered(path: Path) -> bool:
+        if path in fixed:
+            return True
+        cls = classes.get(path)
+        if cls is None or cls[0] == "dict":
+            return False
+        return all(covered((*path, i)) for i in range(cls[-1]))
+
+    return covered(())
 
 
 def _const_key(values: tuple) -> Any:
@@ -332,7 +373,9 @@ def _fire(h: str, event: str) -> list[str]:
     ]
 
 
-def _bag_add(h: str, caps: str) -> list[str]:
+def _bag_add(h: str, caps: str, complete: bool) -> list[str]:
+    if complete:  # the bag is implicit: the captures are new exactly when the value is
+        return [f"c = {caps}", *_fire(h, "+")]
     return [
         f"c = {caps}",
         f"n = {h}.get(c)",
@@ -344,7 +387,9 @@ def _bag_add(h: str, caps: str) -> list[str]:
     ]
 
 
-def _bag_remove(h: str, caps: str) -> list[str]:
+def _bag_remove(h: str, caps: str, complete: bool) -> list[str]:
+    if complete:
+        return [f"c = {caps}", *_fire(h, "-")]
     return [
         f"c = {caps}",
         f"n = {h}[c]",
@@ -360,16 +405,16 @@ def _bag_msg(h: str, caps: str) -> list[str]:
     return [f"c = {caps}", *_fire(h, "!")]
 
 
-def _handler_fns(key: tuple, kinds: dict) -> tuple:
+def _handler_fns(key: tuple, kinds: dict, complete: bool) -> tuple:
     """Generate ``add/remove/msg/test(h, v)`` for handlers with ``key``: projections and
     checks inlined; ``test`` returns the captures vector, or None if a check fails."""
     g = _Gen()
     conds, caps = _handler_parts(g, key, kinds)
     fn = [
         "def add(h, v):",
-        *_indent(_checked(conds, _bag_add("h", caps)), 4),
+        *_indent(_checked(conds, _bag_add("h", caps, complete)), 4),
         "def remove(h, v):",
-        *_indent(_checked(conds, _bag_remove("h", caps)), 4),
+        *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4),
         "def msg(h, v):",
         *_indent(_checked(conds, _bag_msg("h", caps)), 4),
         "def test(h, v):",
@@ -520,9 +565,10 @@ class _Walkers:
         p_msg: list[str] = []
         if table.primary is not None:
             conds, caps = _handler_parts(g, table.primary, node.kinds)
+            complete = table.complete[table.primary]
             head = ["h = leaf.h", "if h is not None:"]
-            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps)), 4)]
-            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps)), 4)]
+            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps, complete)), 4)]
+            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4)]
             p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4)]
         add = [
             f"key = {key}",
@@ -783,6 +829,10 @@ class Index:
             table = self._new_table(node, skeleton.const_paths)
             table.primary = hkey
             dirty.append(node)
+        complete = table.complete.get(hkey)
+        if complete is None:
+            complete = table.complete[hkey] = _complete(skeleton)
+            table.fns[hkey] = _handler_fns(hkey, kinds, complete)
         key = _const_key(skeleton.const_values)
         leaves = table.leaves
         leaf = leaves.get(key, MISSING)
@@ -792,13 +842,14 @@ class Index:
             leaf = leaves[key] = Leaf(_leaf_items(leaf)).setup()
         h = leaf.handlers.get(hkey)
         if h is None:
-            h = Handler().setup(hkey)
-            h.fns = table.fns.get(hkey) or table.fns.setdefault(hkey, _handler_fns(hkey, kinds))
-            test = h.fns[3]
-            for v in leaf.values():
-                caps = test(h, v)
-                if caps is not None:
-                    h[caps] = h.get(caps, 0) + 1
+            h = Handler().setup(hkey, complete)
+            h.fns = table.fns[hkey]
+            if not complete:
+                test = h.fns[3]
+                for v in leaf.values():
+                    caps = test(h, v)
+                    if caps is not None:
+                        h[caps] = h.get(caps, 0) + 1
             leaf.handlers[hkey] = h
             leaf.refresh(table.primary)
             table.handlers += 1
@@ -808,7 +859,7 @@ class Index:
         h.callbacks[callback] = None
         h.set_callbacks()
         self._registrations += 1
-        for caps in list(h):
+        for caps in h.present(leaf):
             callback("+", caps)
 
     def remove_handler(self, skeleton: Skeleton, callback: Callback) -> None:
