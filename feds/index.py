@@ -37,7 +37,8 @@ Representation choices (all equivalent to the paper's, chosen for speed in CPyth
 * **Leaves come in three forms.** A leaf without handlers caching one value is that value
   itself (no allocation in the common one-assertion-per-constant case), one caching several is
   a plain ``dict``, and a leaf with handlers is a :class:`Leaf` (a ``dict`` subclass carrying
-  the handler table; it always has at least one handler).
+  the handler table; it always has at least one handler). A Leaf keeps one cached value in a
+  slot and only the others in its dict, so a matching assertion costs no cache dict operation.
 * **Generated walkers.** ``modify`` is specialised to the structure: each owner node gets add,
   remove and message functions generated with ``compile()`` from its const tables and edges, a
   child reached through a single-class edge is inlined into its parent's function, and the
@@ -122,21 +123,25 @@ class Handler(dict):
         if not self.complete:
             return list(self)
         test = self.fns[3]
-        captures = [test(self, v) for v in list(leaf.values())]
+        captures = [test(self, v) for v in leaf.cached()]
         return [c for c in captures if c is not None]
 
 
 class Leaf(dict):
-    """A leaf with handlers: the dict itself is the cache (``id -> value``).
+    """A leaf with handlers. Its cache is the slot ``one`` (a value, or ``MISSING``) plus the
+    dict itself (``id -> value``) for any others, so the common leaf of one value costs no
+    dict operation (and no ``id``) when the value comes and goes.
 
     ``h`` is the handler for the const table's *primary* handler key (the generated walker
     inlines its projection and bag update); handlers with other keys run through generated
     functions, listed as ``(function, handler)`` pairs in ``adds``/``removes``/``msgs``.
     """
 
-    __slots__ = ("adds", "h", "handlers", "msgs", "removes")
+    __slots__ = ("adds", "h", "handlers", "msgs", "one", "removes")
 
-    def setup(self) -> Leaf:
+    def setup(self, cached: list[Value]) -> Leaf:
+        self.one: Value = cached[0] if cached else MISSING
+        self.update((id(v), v) for v in cached[1:])
         self.handlers: dict[tuple, Handler] = {}
         self.h: Handler | None = None
         self.adds: tuple = ()
@@ -151,12 +156,20 @@ class Leaf(dict):
         self.removes = tuple((h.fns[1], h) for h in others)
         self.msgs = tuple((h.fns[2], h) for h in others)
 
+    def cached(self) -> list[Value]:
+        """The values in the leaf's cache."""
+        if self.one is MISSING:
+            return list(self.values())
+        return [self.one, *self.values()]
 
-def _leaf_items(leaf: Any) -> Iterable[tuple[int, Value]]:
+
+def _leaf_values(leaf: Any) -> list[Value]:
     """The cache of a leaf in any of its three forms (value, dict, Leaf)."""
-    if leaf.__class__ is dict or leaf.__class__ is Leaf:
-        return list(leaf.items())
-    return [(id(leaf), leaf)]
+    if leaf.__class__ is Leaf:
+        return leaf.cached()
+    if leaf.__class__ is dict:
+        return list(leaf.values())
+    return [leaf]
 
 
 class ConstTable:
@@ -576,7 +589,10 @@ class _Walkers:
             "if leaf is not v:",  # else v is now the leaf: a single-value handler-less leaf
             "    t = leaf.__class__",
             "    if t is Leaf:",
-            "        leaf[id(v)] = v",
+            "        if leaf.one is MISSING:",
+            "            leaf.one = v",
+            "        else:",
+            "            leaf[id(v)] = v",
             *_indent(p_add, 8),
             "        if leaf.adds:",
             "            for f, x in leaf.adds:",
@@ -589,19 +605,21 @@ class _Walkers:
         rem = [
             f"key = {key}",
             f"leaf = {lv}[key]",
-            "t = leaf.__class__",
-            "if t is Leaf:",
-            "    del leaf[id(v)]",
+            "if leaf is v:",  # a single-value handler-less leaf
+            f"    del {lv}[key]",
+            "elif leaf.__class__ is Leaf:",
+            "    if leaf.one is v:",
+            "        leaf.one = MISSING",
+            "    else:",
+            "        del leaf[id(v)]",
             *_indent(p_rem, 4),
             "    if leaf.removes:",
             "        for f, x in leaf.removes:",
             "            f(x, v)",
-            "elif t is dict:",
+            "else:",
             "    del leaf[id(v)]",
             "    if not leaf:",
             f"        del {lv}[key]",
-            "else:",
-            f"    del {lv}[key]",
         ]
         msg = [
             f"leaf = {lv}.get({key})",
@@ -837,16 +855,16 @@ class Index:
         leaves = table.leaves
         leaf = leaves.get(key, MISSING)
         if leaf is MISSING:
-            leaf = leaves[key] = Leaf().setup()
+            leaf = leaves[key] = Leaf().setup([])
         elif leaf.__class__ is not Leaf:
-            leaf = leaves[key] = Leaf(_leaf_items(leaf)).setup()
+            leaf = leaves[key] = Leaf().setup(_leaf_values(leaf))
         h = leaf.handlers.get(hkey)
         if h is None:
             h = Handler().setup(hkey, complete)
             h.fns = table.fns[hkey]
             if not complete:
                 test = h.fns[3]
-                for v in leaf.values():
+                for v in leaf.cached():
                     caps = test(h, v)
                     if caps is not None:
                         h[caps] = h.get(caps, 0) + 1
@@ -887,12 +905,13 @@ class Index:
         leaf.refresh(table.primary)
         table.handlers -= 1
         if not leaf.handlers:  # a Leaf always has handlers: back to a plain cache, or gone
-            if not leaf:
+            cached = leaf.cached()
+            if not cached:
                 del table.leaves[key]
-            elif len(leaf) == 1:
-                table.leaves[key] = next(iter(leaf.values()))
+            elif len(cached) == 1:
+                table.leaves[key] = cached[0]
             else:
-                table.leaves[key] = dict(leaf)
+                table.leaves[key] = {id(x): x for x in cached}
         if table.handlers == 0:
             cont = node.cont
             if len(cont.table) == 1 and node is not self._root:
@@ -971,7 +990,7 @@ class Index:
         if cont.cache is not None:
             return list(cont.cache.items())
         table = next(iter(cont.table.values()))
-        return [item for leaf in table.leaves.values() for item in _leaf_items(leaf)]
+        return [(id(v), v) for leaf in table.leaves.values() for v in _leaf_values(leaf)]
 
     def _extend(self, shape: tuple, kinds: dict, dirty: list[Node]) -> Node:
         """The paper's ``extend``: the node at the end of ``shape``, created as needed, with

@@ -435,3 +435,26 @@ def test_complete_handler_with_checks_and_copies() -> None:
     ix.add_assertion(r("temp", "y", 2))
     assert log.take() == []
     assert other.take() == [("+", ("y",))]
+
+
+def test_leaf_with_handlers_caches_several_values_in_any_order() -> None:
+    """A Leaf keeps one value in a slot and the rest in its dict; each may empty first."""
+    ix = Index()
+    first = observe(ix, rec("temp", lit("k"), D))
+    for i in range(3):
+        ix.add_assertion(r("temp", "k", i))
+    assert first.take() == [("+", ())]
+    ix.remove_assertion(r("temp", "k", 0))  # the value in the slot
+    ix.add_assertion(r("temp", "k", 3))  # refills the slot
+    ix.remove_assertion(r("temp", "k", 2))
+    late = observe(ix, rec("temp", lit("k"), bind()))
+    assert sorted(late.take()) == [("+", (1,)), ("+", (3,))]
+    ix.remove_handler(compile_pattern(rec("temp", lit("k"), D)), first)
+    ix.remove_handler(compile_pattern(rec("temp", lit("k"), bind())), late)
+    again = observe(ix, rec("temp", lit("k"), bind()))  # rebuilt from the handler-less leaf
+    assert sorted(again.take()) == [("+", (1,)), ("+", (3,))]
+    for i in (1, 3):
+        ix.remove_assertion(r("temp", "k", i))
+    assert again.take() == [("-", (1,)), ("-", (3,))]
+    ix.remove_handler(compile_pattern(rec("temp", lit("k"), bind())), again)
+    assert ix.is_empty()
