@@ -458,3 +458,24 @@ def test_leaf_with_handlers_caches_several_values_in_any_order() -> None:
     assert again.take() == [("-", (1,)), ("-", (3,))]
     ix.remove_handler(compile_pattern(rec("temp", lit("k"), bind())), again)
     assert ix.is_empty()
+
+
+def test_complete_handler_with_one_then_two_then_one_callback() -> None:
+    """The walker calls a lone callback straight from the leaf; others through the Handler."""
+    ix = Index()
+    pattern = rec("temp", lit("k"), bind(typ("integer")))
+    a = observe(ix, pattern)
+    ix.add_assertion(r("temp", "k", 1))
+    b = observe(ix, pattern)
+    assert a.take() == [("+", (1,))]
+    assert b.take() == [("+", (1,))]
+    ix.add_assertion(r("temp", "k", 2))
+    ix.add_assertion(r("temp", "k", "not an integer"))
+    assert a.take() == b.take() == [("+", (2,))]
+    ix.remove_handler(compile_pattern(pattern), a)
+    ix.remove_assertion(r("temp", "k", 1))
+    assert a.take() == []
+    assert b.take() == [("-", (1,))]
+    ix.remove_handler(compile_pattern(pattern), b)
+    ix.remove_assertion(r("temp", "k", 2))
+    assert b.take() == []
