@@ -135,23 +135,28 @@ class Leaf(dict):
     ``h`` is the handler for the const table's *primary* handler key (the generated walker
     inlines its projection and bag update); handlers with other keys run through generated
     functions, listed as ``(function, handler)`` pairs in ``adds``/``removes``/``msgs``.
+    ``cb`` is the common case made direct: when ``h`` is the leaf's only handler, is complete
+    and has a single callback, ``cb`` is that callback (else None), and the walker calls it
+    without visiting the Handler. :meth:`refresh` after any change of handlers or callbacks.
     """
 
-    __slots__ = ("adds", "h", "handlers", "msgs", "one", "removes")
+    __slots__ = ("adds", "cb", "h", "handlers", "msgs", "one", "removes")
 
     def setup(self, cached: list[Value]) -> Leaf:
         self.one: Value = cached[0] if cached else MISSING
         self.update((id(v), v) for v in cached[1:])
         self.handlers: dict[tuple, Handler] = {}
         self.h: Handler | None = None
+        self.cb: Callback | None = None
         self.adds: tuple = ()
         self.removes: tuple = ()
         self.msgs: tuple = ()
         return self
 
     def refresh(self, primary: tuple | None) -> None:
-        self.h = self.handlers.get(primary)  # type: ignore[arg-type]
+        h = self.h = self.handlers.get(primary)  # type: ignore[arg-type]
         others = [h for key, h in self.handlers.items() if key != primary]
+        self.cb = h.cb if h is not None and h.complete and not others else None
         self.adds = tuple((h.fns[0], h) for h in others)
         self.removes = tuple((h.fns[1], h) for h in others)
         self.msgs = tuple((h.fns[2], h) for h in others)
@@ -438,6 +443,17 @@ def _handler_fns(key: tuple, kinds: dict, complete: bool) -> tuple:
     return _factory(g.source(fn))(**g.params)
 
 
+def _direct(conds: list[str], caps: str, event: str, general: list[str]) -> list[str]:
+    """Call ``leaf.cb`` (see :class:`Leaf`) if it is set, else run the ``general`` code."""
+    return [
+        "f = leaf.cb",
+        "if f is not None:",
+        *_indent(_checked(conds, [f"f('{event}', {caps})"]), 4),
+        "else:",
+        *_indent(general, 4),
+    ]
+
+
 _INLINE_BUDGET = 8
 """How many descendant nodes one generated walker may inline."""
 
@@ -576,6 +592,7 @@ class _Walkers:
         p_add: list[str] = []
         p_rem: list[str] = []
         p_msg: list[str] = []
+        complete = False
         if table.primary is not None:
             conds, caps = _handler_parts(g, table.primary, node.kinds)
             complete = table.complete[table.primary]
@@ -583,6 +600,13 @@ class _Walkers:
             p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps, complete)), 4)]
             p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4)]
             p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4)]
+        p_add = [*p_add, "if leaf.adds:", "    for f, x in leaf.adds:", "        f(x, v)"]
+        p_rem = [*p_rem, "if leaf.removes:", "    for f, x in leaf.removes:", "        f(x, v)"]
+        p_msg = [*p_msg, "if leaf.msgs:", "    for f, x in leaf.msgs:", "        f(x, v)"]
+        if complete:  # the lone callback straight from the leaf when there is one (Leaf.cb)
+            p_add = _direct(conds, caps, "+", p_add)
+            p_rem = _direct(conds, caps, "-", p_rem)
+            p_msg = _direct(conds, caps, "!", p_msg)
         add = [
             f"key = {key}",
             f"leaf = {lv}.setdefault(key, v)",
@@ -594,9 +618,6 @@ class _Walkers:
             "        else:",
             "            leaf[id(v)] = v",
             *_indent(p_add, 8),
-            "        if leaf.adds:",
-            "            for f, x in leaf.adds:",
-            "                f(x, v)",
             "    elif t is dict:",
             "        leaf[id(v)] = v",
             "    else:",
@@ -613,9 +634,6 @@ class _Walkers:
             "    else:",
             "        del leaf[id(v)]",
             *_indent(p_rem, 4),
-            "    if leaf.removes:",
-            "        for f, x in leaf.removes:",
-            "            f(x, v)",
             "else:",
             "    del leaf[id(v)]",
             "    if not leaf:",
@@ -625,9 +643,6 @@ class _Walkers:
             f"leaf = {lv}.get({key})",
             "if leaf.__class__ is Leaf:",
             *_indent(p_msg, 4),
-            "    if leaf.msgs:",
-            "        for f, x in leaf.msgs:",
-            "            f(x, v)",
         ]
         return add, rem, msg
 
@@ -876,6 +891,7 @@ class Index:
             return
         h.callbacks[callback] = None
         h.set_callbacks()
+        leaf.refresh(table.primary)
         self._registrations += 1
         for caps in h.present(leaf):
             callback("+", caps)
@@ -900,6 +916,7 @@ class Index:
         h.set_callbacks()
         self._registrations -= 1
         if h.callbacks:
+            leaf.refresh(table.primary)
             return
         del leaf.handlers[hkey]
         leaf.refresh(table.primary)
