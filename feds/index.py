@@ -155,11 +155,11 @@ class Leaf(dict):
 
     def refresh(self, primary: tuple | None) -> None:
         h = self.h = self.handlers.get(primary)  # type: ignore[arg-type]
-        others = [h for key, h in self.handlers.items() if key != primary]
+        others = [x for key, x in self.handlers.items() if key != primary]
         self.cb = h.cb if h is not None and h.complete and not others else None
-        self.adds = tuple((h.fns[0], h) for h in others)
-        self.removes = tuple((h.fns[1], h) for h in others)
-        self.msgs = tuple((h.fns[2], h) for h in others)
+        self.adds = tuple((x.fns[0], x) for x in others)
+        self.removes = tuple((x.fns[1], x) for x in others)
+        self.msgs = tuple((x.fns[2], x) for x in others)
 
     def cached(self) -> list[Value]:
         """The values in the leaf's cache."""
@@ -589,24 +589,21 @@ class _Walkers:
         g = self.g
         key = g.key(table.paths, node.kinds)
         lv = g.bind("L", table.leaves)
-        p_add: list[str] = []
-        p_rem: list[str] = []
-        p_msg: list[str] = []
-        complete = False
+        # the handlers of other keys, then (before them) the inlined primary handler
+        p_add = ["if leaf.adds:", "    for f, x in leaf.adds:", "        f(x, v)"]
+        p_rem = ["if leaf.removes:", "    for f, x in leaf.removes:", "        f(x, v)"]
+        p_msg = ["if leaf.msgs:", "    for f, x in leaf.msgs:", "        f(x, v)"]
         if table.primary is not None:
             conds, caps = _handler_parts(g, table.primary, node.kinds)
             complete = table.complete[table.primary]
             head = ["h = leaf.h", "if h is not None:"]
-            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps, complete)), 4)]
-            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4)]
-            p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4)]
-        p_add = [*p_add, "if leaf.adds:", "    for f, x in leaf.adds:", "        f(x, v)"]
-        p_rem = [*p_rem, "if leaf.removes:", "    for f, x in leaf.removes:", "        f(x, v)"]
-        p_msg = [*p_msg, "if leaf.msgs:", "    for f, x in leaf.msgs:", "        f(x, v)"]
-        if complete:  # the lone callback straight from the leaf when there is one (Leaf.cb)
-            p_add = _direct(conds, caps, "+", p_add)
-            p_rem = _direct(conds, caps, "-", p_rem)
-            p_msg = _direct(conds, caps, "!", p_msg)
+            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps, complete)), 4), *p_add]
+            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4), *p_rem]
+            p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4), *p_msg]
+            if complete:  # the lone callback straight from the leaf when there is one (Leaf.cb)
+                p_add = _direct(conds, caps, "+", p_add)
+                p_rem = _direct(conds, caps, "-", p_rem)
+                p_msg = _direct(conds, caps, "!", p_msg)
         add = [
             f"key = {key}",
             f"leaf = {lv}.setdefault(key, v)",
