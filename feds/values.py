@@ -20,6 +20,7 @@ equals itself inside containers and a NaN assertion can be retracted.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeAlias
@@ -44,7 +45,8 @@ class Symbol:
     object (by every construction path: the codec, the parser, :func:`copy.copy`, pickling), so
     two symbols are equal exactly when they are the same object and a label check is an identity
     test. The intern table holds its symbols weakly, so names that nothing uses any more (for
-    instance from hostile input) do not accumulate.
+    instance from hostile input) do not accumulate. Construction is thread-safe: a lookup that
+    finds a live symbol takes no lock; creating one happens under :data:`_INTERN_LOCK`.
     """
 
     __slots__ = ("__weakref__", "_hash", "name")
@@ -59,11 +61,17 @@ class Symbol:
             sym = ref()
             if sym is not None:
                 return sym
-        sym = object.__new__(cls)
-        sym.name = name
-        sym._hash = hash(("Symbol", name))
-        _INTERNED[name] = _SymbolRef(sym, name)
-        return sym
+        with _INTERN_LOCK:  # look again: another thread may have created it meanwhile
+            ref = _INTERNED.get(name)
+            if ref is not None:
+                sym = ref()
+                if sym is not None:
+                    return sym
+            sym = object.__new__(cls)
+            sym.name = name
+            sym._hash = hash(("Symbol", name))
+            _INTERNED[name] = _SymbolRef(sym, name)
+            return sym
 
     # Equality is identity (object's): interning makes it the same as equality of names.
 
@@ -93,12 +101,17 @@ class _SymbolRef(weakref.ref):
 
 def _forget(ref: _SymbolRef) -> None:
     """Drop a dead symbol's entry, unless the name has been interned again since."""
-    if _INTERNED.get(ref.name) is ref:
-        del _INTERNED[ref.name]
+    with _INTERN_LOCK:
+        if _INTERNED.get(ref.name) is ref:
+            del _INTERNED[ref.name]
 
 
 _INTERNED: dict[str, _SymbolRef] = {}
 """The intern table: name -> weak reference to the live symbol of that name."""
+
+_INTERN_LOCK = threading.RLock()
+"""Guards changes to :data:`_INTERNED` (reentrant: a symbol can die, and its reference's
+callback run, in the thread that holds it)."""
 
 
 class Record:

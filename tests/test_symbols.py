@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+import sys
+import threading
 
 import pytest
 
@@ -82,3 +84,28 @@ def test_index_label_check_with_symbols_from_elsewhere() -> None:
     index.send_message(parse("<interning-temp 1 3>"))
     index.send_message(parse("<other-label 1 3>"))
     assert seen == [("+", (2,)), ("-", (2,)), ("!", (3,))]
+
+
+def test_threads_creating_the_same_new_names_get_one_object_each() -> None:
+    names = [f"interning-race-{i}" for i in range(20000)]
+    results: list[list[Symbol]] = []
+
+    def make() -> None:
+        start.wait()
+        results.append([Symbol(name) for name in names])
+
+    start = threading.Event()
+    threads = [threading.Thread(target=make) for _ in range(6)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for t in threads:
+            t.start()
+        start.set()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    first = results[0]
+    for other in results[1:]:
+        assert all(a is b for a, b in zip(first, other, strict=True))
