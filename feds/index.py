@@ -29,10 +29,16 @@ Representation choices (all equivalent to the paper's, chosen for speed in CPyth
 * **Caches are not duplicated.** The root continuation's cache *is* the bag, and a node with a
   const table keeps no cache of its own: every value of the node is in exactly one leaf of each
   table, so the leaves of any table are the cache (rebuilt as a dict if the last table goes).
+* **Complete handlers keep no bag.** When a handler's captures, constants and shape together
+  cover every position of the value (no discard, no dict), distinct assertions of its leaf
+  have distinct captures, so its Bag(captures) would hold exactly the captures of the leaf's
+  cached values that pass its checks, each once: it is left implicit, and the walker fires
+  the callbacks without a bag lookup (:func:`_complete`, :meth:`Handler.present`).
 * **Leaves come in three forms.** A leaf without handlers caching one value is that value
   itself (no allocation in the common one-assertion-per-constant case), one caching several is
   a plain ``dict``, and a leaf with handlers is a :class:`Leaf` (a ``dict`` subclass carrying
-  the handler table; it always has at least one handler).
+  the handler table; it always has at least one handler). A Leaf keeps one cached value in a
+  slot and only the others in its dict, so a matching assertion costs no cache dict operation.
 * **Generated walkers.** ``modify`` is specialised to the structure: each owner node gets add,
   remove and message functions generated with ``compile()`` from its const tables and edges, a
   child reached through a single-class edge is inlined into its parent's function, and the
@@ -88,14 +94,18 @@ MISSING: Any = _Missing()
 class Handler(dict):
     """A handler: the dict itself is its Bag of captures vectors (``captures -> count``).
 
+    A *complete* handler (see :func:`_complete`) keeps its dict empty: its bag is implicit,
+    the captures of the values in its leaf's cache that pass its checks, each with count 1.
+
     ``callbacks`` is an ordered set; ``cbs`` is the snapshot the generated code iterates, so a
     callback list changed during dispatch never disturbs the loop in progress.
     """
 
-    __slots__ = ("callbacks", "cb", "cbs", "fns", "key")
+    __slots__ = ("callbacks", "cb", "cbs", "complete", "fns", "key")
 
-    def setup(self, key: tuple) -> Handler:
+    def setup(self, key: tuple, complete: bool) -> Handler:
         self.key = key
+        self.complete = complete
         self.callbacks: dict[Callback, None] = {}
         self.cbs: tuple[Callback, ...] = ()
         self.cb: Callback | None = None  # the callback when there is exactly one
@@ -108,38 +118,63 @@ class Handler(dict):
         self.cbs = tuple(self.callbacks)
         self.cb = self.cbs[0] if len(self.cbs) == 1 else None
 
+    def present(self, leaf: Leaf) -> list[tuple]:
+        """The distinct captures vectors present (the bag's keys), given the handler's leaf."""
+        if not self.complete:
+            return list(self)
+        test = self.fns[3]
+        captures = [test(self, v) for v in leaf.cached()]
+        return [c for c in captures if c is not None]
+
 
 class Leaf(dict):
-    """A leaf with handlers: the dict itself is the cache (``id -> value``).
+    """A leaf with handlers. Its cache is the slot ``one`` (a value, or ``MISSING``) plus the
+    dict itself (``id -> value``) for any others, so the common leaf of one value costs no
+    dict operation (and no ``id``) when the value comes and goes.
 
     ``h`` is the handler for the const table's *primary* handler key (the generated walker
     inlines its projection and bag update); handlers with other keys run through generated
     functions, listed as ``(function, handler)`` pairs in ``adds``/``removes``/``msgs``.
+    ``cb`` is the common case made direct: when ``h`` is the leaf's only handler, is complete
+    and has a single callback, ``cb`` is that callback (else None), and the walker calls it
+    without visiting the Handler. :meth:`refresh` after any change of handlers or callbacks.
     """
 
-    __slots__ = ("adds", "h", "handlers", "msgs", "removes")
+    __slots__ = ("adds", "cb", "h", "handlers", "msgs", "one", "removes")
 
-    def setup(self) -> Leaf:
+    def setup(self, cached: list[Value]) -> Leaf:
+        self.one: Value = cached[0] if cached else MISSING
+        self.update((id(v), v) for v in cached[1:])
         self.handlers: dict[tuple, Handler] = {}
         self.h: Handler | None = None
+        self.cb: Callback | None = None
         self.adds: tuple = ()
         self.removes: tuple = ()
         self.msgs: tuple = ()
         return self
 
     def refresh(self, primary: tuple | None) -> None:
-        self.h = self.handlers.get(primary)  # type: ignore[arg-type]
-        others = [h for key, h in self.handlers.items() if key != primary]
-        self.adds = tuple((h.fns[0], h) for h in others)
-        self.removes = tuple((h.fns[1], h) for h in others)
-        self.msgs = tuple((h.fns[2], h) for h in others)
+        h = self.h = self.handlers.get(primary)  # type: ignore[arg-type]
+        others = [x for key, x in self.handlers.items() if key != primary]
+        self.cb = h.cb if h is not None and h.complete and not others else None
+        self.adds = tuple((x.fns[0], x) for x in others)
+        self.removes = tuple((x.fns[1], x) for x in others)
+        self.msgs = tuple((x.fns[2], x) for x in others)
+
+    def cached(self) -> list[Value]:
+        """The values in the leaf's cache."""
+        if self.one is MISSING:
+            return list(self.values())
+        return [self.one, *self.values()]
 
 
-def _leaf_items(leaf: Any) -> Iterable[tuple[int, Value]]:
+def _leaf_values(leaf: Any) -> list[Value]:
     """The cache of a leaf in any of its three forms (value, dict, Leaf)."""
-    if leaf.__class__ is dict or leaf.__class__ is Leaf:
-        return list(leaf.items())
-    return [(id(leaf), leaf)]
+    if leaf.__class__ is Leaf:
+        return leaf.cached()
+    if leaf.__class__ is dict:
+        return list(leaf.values())
+    return [leaf]
 
 
 class ConstTable:
@@ -152,7 +187,7 @@ class ConstTable:
     installed in this table).
     """
 
-    __slots__ = ("fns", "handlers", "leaves", "paths", "primary")
+    __slots__ = ("complete", "fns", "handlers", "leaves", "paths", "primary")
 
     def __init__(self, paths: tuple[Path, ...]) -> None:
         self.paths = paths
@@ -160,6 +195,7 @@ class ConstTable:
         self.handlers = 0  # handlers in all leaves; the table goes when this drops to 0
         self.primary: tuple | None = None
         self.fns: dict[tuple, tuple] = {}  # handler key -> generated functions
+        self.complete: dict[tuple, bool] = {}  # handler key -> whether its handlers are complete
 
 
 class Continuation:
@@ -223,6 +259,29 @@ def _classify(x: Any) -> tuple | None:
     if cls is FrozenDict:
         return ("dict",)
     return None
+
+
+def _complete(skeleton: Skeleton) -> bool:
+    """Whether the captures of a handler of ``skeleton`` determine the value within its leaf.
+
+    They do when every position of the value is captured, constant, or a record or sequence
+    (whose class the shape pins) with all its positions so covered. Two distinct (unequal)
+    assertions of one leaf then never have equal captures, so the handler's bag only ever
+    holds counts of 1 for exactly the captures of the leaf's cached values that pass its
+    checks: the index does not store it (the paper's Bag(captures) is implicit in the leaf).
+    """
+    fixed = set(skeleton.const_paths) | set(skeleton.capture_paths)
+    classes = dict(skeleton.shape)
+
+    def covered(path: Path) -> bool:
+        if path in fixed:
+            return True
+        cls = classes.get(path)
+        if cls is None or cls[0] == "dict":
+            return False
+        return all(covered((*path, i)) for i in range(cls[-1]))
+
+    return covered(())
 
 
 def _const_key(values: tuple) -> Any:
@@ -332,7 +391,9 @@ def _fire(h: str, event: str) -> list[str]:
     ]
 
 
-def _bag_add(h: str, caps: str) -> list[str]:
+def _bag_add(h: str, caps: str, complete: bool) -> list[str]:
+    if complete:  # the bag is implicit: the captures are new exactly when the value is
+        return [f"c = {caps}", *_fire(h, "+")]
     return [
         f"c = {caps}",
         f"n = {h}.get(c)",
@@ -344,7 +405,9 @@ def _bag_add(h: str, caps: str) -> list[str]:
     ]
 
 
-def _bag_remove(h: str, caps: str) -> list[str]:
+def _bag_remove(h: str, caps: str, complete: bool) -> list[str]:
+    if complete:
+        return [f"c = {caps}", *_fire(h, "-")]
     return [
         f"c = {caps}",
         f"n = {h}[c]",
@@ -360,16 +423,16 @@ def _bag_msg(h: str, caps: str) -> list[str]:
     return [f"c = {caps}", *_fire(h, "!")]
 
 
-def _handler_fns(key: tuple, kinds: dict) -> tuple:
+def _handler_fns(key: tuple, kinds: dict, complete: bool) -> tuple:
     """Generate ``add/remove/msg/test(h, v)`` for handlers with ``key``: projections and
     checks inlined; ``test`` returns the captures vector, or None if a check fails."""
     g = _Gen()
     conds, caps = _handler_parts(g, key, kinds)
     fn = [
         "def add(h, v):",
-        *_indent(_checked(conds, _bag_add("h", caps)), 4),
+        *_indent(_checked(conds, _bag_add("h", caps, complete)), 4),
         "def remove(h, v):",
-        *_indent(_checked(conds, _bag_remove("h", caps)), 4),
+        *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4),
         "def msg(h, v):",
         *_indent(_checked(conds, _bag_msg("h", caps)), 4),
         "def test(h, v):",
@@ -380,6 +443,17 @@ def _handler_fns(key: tuple, kinds: dict) -> tuple:
     return _factory(g.source(fn))(**g.params)
 
 
+def _direct(conds: list[str], caps: str, event: str, general: list[str]) -> list[str]:
+    """Call ``leaf.cb`` (see :class:`Leaf`) if it is set, else run the ``general`` code."""
+    return [
+        "f = leaf.cb",
+        "if f is not None:",
+        *_indent(_checked(conds, [f"f('{event}', {caps})"]), 4),
+        "else:",
+        *_indent(general, 4),
+    ]
+
+
 _INLINE_BUDGET = 8
 """How many descendant nodes one generated walker may inline."""
 
@@ -387,13 +461,11 @@ _INLINE_BUDGET = 8
 def _class_guard(g: _Gen, cls: tuple, body: list[str]) -> list[str]:
     """``body`` run only if ``s`` is of class ``cls`` (tested inline, no table lookup)."""
     if cls[0] == "rec":
-        if cls[1].__class__ is Symbol:
-            name = g.bind("N", cls[1].name)
+        if cls[1].__class__ is Symbol:  # interned: equal symbols are the same object
+            sym = g.bind("N", cls[1])
             return [
-                f"if s.__class__ is Record and len(s.fields) == {cls[2]}:",
-                "    l = s.label",
-                f"    if l.__class__ is Symbol and l.name == {name}:",
-                *_indent(body, 8),
+                f"if s.__class__ is Record and s.label is {sym} and len(s.fields) == {cls[2]}:",
+                *_indent(body, 4),
             ]
         label = g.bind("N", cls[1])
         return [
@@ -517,26 +589,32 @@ class _Walkers:
         g = self.g
         key = g.key(table.paths, node.kinds)
         lv = g.bind("L", table.leaves)
-        p_add: list[str] = []
-        p_rem: list[str] = []
-        p_msg: list[str] = []
+        # the handlers of other keys, then (before them) the inlined primary handler
+        p_add = ["if leaf.adds:", "    for f, x in leaf.adds:", "        f(x, v)"]
+        p_rem = ["if leaf.removes:", "    for f, x in leaf.removes:", "        f(x, v)"]
+        p_msg = ["if leaf.msgs:", "    for f, x in leaf.msgs:", "        f(x, v)"]
         if table.primary is not None:
             conds, caps = _handler_parts(g, table.primary, node.kinds)
+            complete = table.complete[table.primary]
             head = ["h = leaf.h", "if h is not None:"]
-            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps)), 4)]
-            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps)), 4)]
-            p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4)]
+            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps, complete)), 4), *p_add]
+            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4), *p_rem]
+            p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4), *p_msg]
+            if complete:  # the lone callback straight from the leaf when there is one (Leaf.cb)
+                p_add = _direct(conds, caps, "+", p_add)
+                p_rem = _direct(conds, caps, "-", p_rem)
+                p_msg = _direct(conds, caps, "!", p_msg)
         add = [
             f"key = {key}",
             f"leaf = {lv}.setdefault(key, v)",
             "if leaf is not v:",  # else v is now the leaf: a single-value handler-less leaf
             "    t = leaf.__class__",
             "    if t is Leaf:",
-            "        leaf[id(v)] = v",
+            "        if leaf.one is MISSING:",
+            "            leaf.one = v",
+            "        else:",
+            "            leaf[id(v)] = v",
             *_indent(p_add, 8),
-            "        if leaf.adds:",
-            "            for f, x in leaf.adds:",
-            "                f(x, v)",
             "    elif t is dict:",
             "        leaf[id(v)] = v",
             "    else:",
@@ -545,27 +623,23 @@ class _Walkers:
         rem = [
             f"key = {key}",
             f"leaf = {lv}[key]",
-            "t = leaf.__class__",
-            "if t is Leaf:",
-            "    del leaf[id(v)]",
+            "if leaf is v:",  # a single-value handler-less leaf
+            f"    del {lv}[key]",
+            "elif leaf.__class__ is Leaf:",
+            "    if leaf.one is v:",
+            "        leaf.one = MISSING",
+            "    else:",
+            "        del leaf[id(v)]",
             *_indent(p_rem, 4),
-            "    if leaf.removes:",
-            "        for f, x in leaf.removes:",
-            "            f(x, v)",
-            "elif t is dict:",
+            "else:",
             "    del leaf[id(v)]",
             "    if not leaf:",
             f"        del {lv}[key]",
-            "else:",
-            f"    del {lv}[key]",
         ]
         msg = [
             f"leaf = {lv}.get({key})",
             "if leaf.__class__ is Leaf:",
             *_indent(p_msg, 4),
-            "    if leaf.msgs:",
-            "        for f, x in leaf.msgs:",
-            "            f(x, v)",
         ]
         return add, rem, msg
 
@@ -785,22 +859,27 @@ class Index:
             table = self._new_table(node, skeleton.const_paths)
             table.primary = hkey
             dirty.append(node)
+        complete = table.complete.get(hkey)
+        if complete is None:
+            complete = table.complete[hkey] = _complete(skeleton)
+            table.fns[hkey] = _handler_fns(hkey, kinds, complete)
         key = _const_key(skeleton.const_values)
         leaves = table.leaves
         leaf = leaves.get(key, MISSING)
         if leaf is MISSING:
-            leaf = leaves[key] = Leaf().setup()
+            leaf = leaves[key] = Leaf().setup([])
         elif leaf.__class__ is not Leaf:
-            leaf = leaves[key] = Leaf(_leaf_items(leaf)).setup()
+            leaf = leaves[key] = Leaf().setup(_leaf_values(leaf))
         h = leaf.handlers.get(hkey)
         if h is None:
-            h = Handler().setup(hkey)
-            h.fns = table.fns.get(hkey) or table.fns.setdefault(hkey, _handler_fns(hkey, kinds))
-            test = h.fns[3]
-            for v in leaf.values():
-                caps = test(h, v)
-                if caps is not None:
-                    h[caps] = h.get(caps, 0) + 1
+            h = Handler().setup(hkey, complete)
+            h.fns = table.fns[hkey]
+            if not complete:
+                test = h.fns[3]
+                for v in leaf.cached():
+                    caps = test(h, v)
+                    if caps is not None:
+                        h[caps] = h.get(caps, 0) + 1
             leaf.handlers[hkey] = h
             leaf.refresh(table.primary)
             table.handlers += 1
@@ -809,8 +888,9 @@ class Index:
             return
         h.callbacks[callback] = None
         h.set_callbacks()
+        leaf.refresh(table.primary)
         self._registrations += 1
-        for caps in list(h):
+        for caps in h.present(leaf):
             callback("+", caps)
 
     def remove_handler(self, skeleton: Skeleton, callback: Callback) -> None:
@@ -833,17 +913,19 @@ class Index:
         h.set_callbacks()
         self._registrations -= 1
         if h.callbacks:
+            leaf.refresh(table.primary)
             return
         del leaf.handlers[hkey]
         leaf.refresh(table.primary)
         table.handlers -= 1
         if not leaf.handlers:  # a Leaf always has handlers: back to a plain cache, or gone
-            if not leaf:
+            cached = leaf.cached()
+            if not cached:
                 del table.leaves[key]
-            elif len(leaf) == 1:
-                table.leaves[key] = next(iter(leaf.values()))
+            elif len(cached) == 1:
+                table.leaves[key] = cached[0]
             else:
-                table.leaves[key] = dict(leaf)
+                table.leaves[key] = {id(x): x for x in cached}
         if table.handlers == 0:
             cont = node.cont
             if len(cont.table) == 1 and node is not self._root:
@@ -922,7 +1004,7 @@ class Index:
         if cont.cache is not None:
             return list(cont.cache.items())
         table = next(iter(cont.table.values()))
-        return [item for leaf in table.leaves.values() for item in _leaf_items(leaf)]
+        return [(id(v), v) for leaf in table.leaves.values() for v in _leaf_values(leaf)]
 
     def _extend(self, shape: tuple, kinds: dict, dirty: list[Node]) -> Node:
         """The paper's ``extend``: the node at the end of ``shape``, created as needed, with

@@ -20,6 +20,8 @@ equals itself inside containers and a NaN assertion can be retracted.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeAlias
 
@@ -37,24 +39,79 @@ class Embedded:
 
 
 class Symbol:
-    """A symbol: a name that is distinct from the string with the same characters."""
+    """A symbol: a name that is distinct from the string with the same characters.
 
-    __slots__ = ("_hash", "name")
+    Symbols are interned: while a symbol named ``n`` is alive, ``Symbol(n)`` returns that same
+    object (by every construction path: the codec, the parser, :func:`copy.copy`, pickling), so
+    two symbols are equal exactly when they are the same object and a label check is an identity
+    test. The intern table holds its symbols weakly, so names that nothing uses any more (for
+    instance from hostile input) do not accumulate. Construction is thread-safe: a lookup that
+    finds a live symbol takes no lock; creating one happens under :data:`_INTERN_LOCK`.
+    """
 
-    def __init__(self, name: str) -> None:
-        if not isinstance(name, str):
+    __slots__ = ("__weakref__", "_hash", "name")
+
+    name: str
+
+    def __new__(cls, name: str) -> Symbol:
+        if name.__class__ is not str and not isinstance(name, str):
             raise TypeError(f"Symbol name must be a str, not {type(name).__name__}")
-        self.name = name
-        self._hash = hash(("Symbol", name))
+        ref = _INTERNED.get(name)
+        if ref is not None:
+            sym = ref()
+            if sym is not None:
+                return sym
+        with _INTERN_LOCK:  # look again: another thread may have created it meanwhile
+            ref = _INTERNED.get(name)
+            if ref is not None:
+                sym = ref()
+                if sym is not None:
+                    return sym
+            sym = object.__new__(cls)
+            sym.name = name
+            sym._hash = hash(("Symbol", name))
+            _INTERNED[name] = _SymbolRef(sym, name)
+            return sym
 
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is Symbol and other.name == self.name  # type: ignore[attr-defined]
+    # Equality is identity (object's): interning makes it the same as equality of names.
 
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self) -> tuple:
+        return (Symbol, (self.name,))
+
     def __repr__(self) -> str:
         return f"Symbol({self.name!r})"
+
+
+class _SymbolRef(weakref.ref):
+    """The intern table's weak reference to a symbol, remembering its name."""
+
+    __slots__ = ("name",)
+
+    def __new__(cls, sym: Symbol, name: str) -> _SymbolRef:
+        ref = super().__new__(cls, sym, _forget)
+        ref.name = name
+        return ref
+
+    def __init__(self, sym: Symbol, name: str) -> None:
+        super().__init__(sym, _forget)
+
+
+def _forget(ref: _SymbolRef) -> None:
+    """Drop a dead symbol's entry, unless the name has been interned again since."""
+    with _INTERN_LOCK:
+        if _INTERNED.get(ref.name) is ref:
+            del _INTERNED[ref.name]
+
+
+_INTERNED: dict[str, _SymbolRef] = {}
+"""The intern table: name -> weak reference to the live symbol of that name."""
+
+_INTERN_LOCK = threading.RLock()
+"""Guards changes to :data:`_INTERNED` (reentrant: a symbol can die, and its reference's
+callback run, in the thread that holds it)."""
 
 
 class Record:

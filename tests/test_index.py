@@ -372,3 +372,110 @@ def test_handlerless_leaves_in_a_live_table_track_every_value() -> None:
         ix.remove_assertion(r("a", 1, x))
     assert sorted(again.take()) == [("-", ("r",)), ("-", ("s",))]
     assert keep.take() == []
+
+
+# ---- complete handlers (captures determine the value: no stored bag) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "complete"),
+    [
+        (rec("temp", lit("k"), bind()), True),
+        (rec("temp", bind(), bind()), True),
+        (bind(), True),
+        (rec("temp", bind(), rec("at", lit(1), bind())), True),
+        (arr(lit(1), arr(bind())), True),
+        (rec("temp", bind(typ("integer")), lit(2)), True),
+        (rec("temp", bind(), D), False),  # a discard: unseen positions
+        (rec("temp", lit("k"), rec("at", D)), False),
+        (dct({"a": bind()}), False),  # a dict has at least its keys, maybe more
+        (rec("temp", bind(), dct({})), False),
+        (arr(D), False),
+    ],
+)
+def test_complete_skeletons(pattern: Record, complete: bool) -> None:
+    from feds.index import _complete
+
+    assert _complete(compile_pattern(pattern)) is complete
+
+
+def test_complete_handler_reports_each_value_and_its_removal() -> None:
+    ix = Index()
+    log = observe(ix, rec("temp", bind(), rec("at", lit(1), bind())))
+    ix.add_assertion(r("temp", "k", r("at", 1, 1)))
+    ix.add_assertion(r("temp", "k", r("at", 1, 2)))
+    ix.add_assertion(r("temp", "k", r("at", 2, 2)))  # the const differs: no match
+    assert log.take() == [("+", ("k", 1)), ("+", ("k", 2))]
+    # a retraction through an equal value made of other objects reports the first copy's
+    ix.remove_assertion(r("temp", "k", r("at", True, 1.0)))
+    assert log.take() == [("-", ("k", 1))]
+    late = observe(ix, rec("temp", bind(), rec("at", lit(1), bind())))
+    assert late.take() == [("+", ("k", 2))]
+    ix.remove_assertion(r("temp", "k", r("at", 1, 2)))
+    assert log.take() == [("-", ("k", 2))]
+    assert late.take() == [("-", ("k", 2))]
+
+
+def test_complete_handler_with_checks_and_copies() -> None:
+    ix = Index()
+    ix.add_assertion(r("temp", 1, 2))
+    ix.add_assertion(r("temp", "x", 2))
+    ix.add_assertion(r("temp", 3, 2))
+    ix.add_assertion(r("temp", 3, 2))  # a second copy
+    log = observe(ix, rec("temp", bind(typ("integer")), lit(2)))
+    assert sorted(log.take()) == [("+", (1,)), ("+", (3,))]
+    ix.remove_assertion(r("temp", 3, 2))
+    assert log.take() == []
+    ix.remove_assertion(r("temp", "x", 2))
+    assert log.take() == []
+    ix.remove_assertion(r("temp", 3, 2))
+    assert log.take() == [("-", (3,))]
+    other = observe(ix, rec("temp", bind(), lit(2)))  # same table, another key
+    assert other.take() == [("+", (1,))]
+    ix.add_assertion(r("temp", "y", 2))
+    assert log.take() == []
+    assert other.take() == [("+", ("y",))]
+
+
+def test_leaf_with_handlers_caches_several_values_in_any_order() -> None:
+    """A Leaf keeps one value in a slot and the rest in its dict; each may empty first."""
+    ix = Index()
+    first = observe(ix, rec("temp", lit("k"), D))
+    for i in range(3):
+        ix.add_assertion(r("temp", "k", i))
+    assert first.take() == [("+", ())]
+    ix.remove_assertion(r("temp", "k", 0))  # the value in the slot
+    ix.add_assertion(r("temp", "k", 3))  # refills the slot
+    ix.remove_assertion(r("temp", "k", 2))
+    late = observe(ix, rec("temp", lit("k"), bind()))
+    assert sorted(late.take()) == [("+", (1,)), ("+", (3,))]
+    ix.remove_handler(compile_pattern(rec("temp", lit("k"), D)), first)
+    ix.remove_handler(compile_pattern(rec("temp", lit("k"), bind())), late)
+    again = observe(ix, rec("temp", lit("k"), bind()))  # rebuilt from the handler-less leaf
+    assert sorted(again.take()) == [("+", (1,)), ("+", (3,))]
+    for i in (1, 3):
+        ix.remove_assertion(r("temp", "k", i))
+    assert again.take() == [("-", (1,)), ("-", (3,))]
+    ix.remove_handler(compile_pattern(rec("temp", lit("k"), bind())), again)
+    assert ix.is_empty()
+
+
+def test_complete_handler_with_one_then_two_then_one_callback() -> None:
+    """The walker calls a lone callback straight from the leaf; others through the Handler."""
+    ix = Index()
+    pattern = rec("temp", lit("k"), bind(typ("integer")))
+    a = observe(ix, pattern)
+    ix.add_assertion(r("temp", "k", 1))
+    b = observe(ix, pattern)
+    assert a.take() == [("+", (1,))]
+    assert b.take() == [("+", (1,))]
+    ix.add_assertion(r("temp", "k", 2))
+    ix.add_assertion(r("temp", "k", "not an integer"))
+    assert a.take() == b.take() == [("+", (2,))]
+    ix.remove_handler(compile_pattern(pattern), a)
+    ix.remove_assertion(r("temp", "k", 1))
+    assert a.take() == []
+    assert b.take() == [("-", (1,))]
+    ix.remove_handler(compile_pattern(pattern), b)
+    ix.remove_assertion(r("temp", "k", 2))
+    assert b.take() == []
