@@ -30,6 +30,11 @@ Keeping records flat (rather than nesting msgpack inside ext payloads) lets one 
 a whole message: no recursion in Python or C per level of nesting, and a small record costs one
 ext and one array. The encoding is not canonical: equal sets and dicts may order items differently.
 
+Decoding *interns* small values without references: equal records and dicts made only of
+short strings and symbols, 64-bit integers, ``None`` and other interned values decode to the
+same object (from a bounded table per thread, :class:`Interner`), so a value that arrives again
+and again (a subscription pattern) compares by identity with the copy a node already holds.
+
 A frame on a byte stream is a 4-byte big-endian length followed by that many bytes of msgpack
 (:func:`encode_frame`, :class:`FrameDecoder`). Every problem with incoming data raises
 :class:`CodecError` and nothing else; :class:`Limits` bounds frame size, nesting depth and
@@ -40,8 +45,9 @@ calls; each must be used by one thread at a time (the module-level functions kee
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final, Protocol
 
 import msgpack
@@ -63,6 +69,7 @@ __all__ = [
     "EmbeddedHooks",
     "Encoder",
     "FrameDecoder",
+    "Interner",
     "Limits",
     "decode",
     "encode",
@@ -157,6 +164,88 @@ _EMPTY_PAYLOAD_HEADS = {
 
 
 # ---------------------------------------------------------------------------------------------
+# Interning
+
+INTERN_TABLE_SIZE: Final = 2048
+"""Entries per generation of an :class:`Interner` (it holds at most twice as many)."""
+INTERN_MAX_ITEMS: Final = 16
+"""Most fields of an interned record, or entries of an interned dict."""
+INTERN_MAX_TEXT: Final = 64
+"""Longest string or symbol name inside an interned value, in characters."""
+
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+
+
+class Interner:
+    """A bounded table that makes equal decoded values one object.
+
+    Only records and dicts whose items are short strings and symbols, 64-bit integers, ``None``
+    or values interned before are interned (the decoder builds values bottom-up, so children
+    come first). Each entry is therefore small, and equality among such values implies the same
+    types all the way down: ``1.0 == 1 == True`` cannot make a decoded ``<x 1.0>`` come back as
+    ``<x 1>``, since floats and booleans are never interned.
+
+    Keys are the decoded items (a record's ``(head, field ...)``, a dict's pairs), so a hit
+    needs no new object and compares children by identity. Two generations bound the memory
+    however hostile the input: when the young one is full it becomes the old one and the old is
+    dropped; a hit in the old generation moves the entry back to the young one, so values in
+    steady use (subscription patterns) stay while one-off values pass through.
+    """
+
+    __slots__ = ("_ids", "_old", "_young", "size")
+
+    def __init__(self, size: int = INTERN_TABLE_SIZE) -> None:
+        self.size = size
+        self._young: dict[tuple, Value] = {}
+        self._old: dict[tuple, Value] = {}
+        self._ids: set[int] = set()  # id() of every value held by either generation
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def internable(self, items: Iterable[Value]) -> bool:
+        """Whether a container of these items may be interned (a record head is let through)."""
+        ids = self._ids
+        for v in items:
+            cls = v.__class__
+            if cls is int:
+                if not _INT_MIN <= v <= _INT_MAX:
+                    return False
+            elif cls is str:
+                if len(v) > INTERN_MAX_TEXT:
+                    return False
+            elif cls is Symbol:
+                if len(v.name) > INTERN_MAX_TEXT:
+                    return False
+            elif not (v is None or cls is _Head or id(v) in ids):
+                return False
+        return True
+
+    def get(self, key: tuple) -> Value | None:
+        """The value interned under ``key``, or None."""
+        value = self._young.get(key)
+        if value is None:
+            value = self._old.get(key)
+            if value is not None:
+                self._put(key, value)
+        return value
+
+    def add(self, key: tuple, value: Value) -> Value:
+        """Intern ``value`` (built from ``key``, which :meth:`internable` accepted)."""
+        self._put(key, value)
+        return value
+
+    def _put(self, key: tuple, value: Value) -> None:
+        if len(self._young) >= self.size:
+            self._old = self._young
+            self._young = {}
+            self._ids = {id(v) for v in self._old.values()}
+        self._young[key] = value
+        self._ids.add(id(value))
+
+
+# ---------------------------------------------------------------------------------------------
 # Encoding
 
 
@@ -248,8 +337,10 @@ class Decoder:
         self._max_depth = limits.max_depth
         self._max_length = limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
+        self._interner = _thread_interner()
         self._ext_hook = self._on_ext
         self._list_hook = self._on_array
+        self._map_hook = self._on_map
 
     def decode(self, data: bytes | bytearray | memoryview) -> Value:
         """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`."""
@@ -261,6 +352,7 @@ class Decoder:
                 f"({self.limits.max_frame_size})"
             )
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
+        self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
         try:
             value = self._unpack(data)  # type: ignore[arg-type]
         except Exception as e:
@@ -289,7 +381,7 @@ class Decoder:
             use_list=False,
             raw=False,
             strict_map_key=False,
-            object_pairs_hook=_frozendict_from_pairs,
+            object_pairs_hook=self._map_hook,
             **limits,
         )
 
@@ -327,7 +419,13 @@ class Decoder:
         self._open_heads -= 1
         head = items[0]
         if head.kind == RECORD:
-            return Record(head.label, items[1:])
+            interner = self._interner
+            if len(items) > INTERN_MAX_ITEMS or not interner.internable(items):
+                return Record(head.label, items[1:])
+            found = interner.get(items)
+            if found is None:
+                found = interner.add(items, Record(head.label, items[1:]))
+            return found
         if head.kind == GENERIC_RECORD:
             if len(items) < 2:
                 raise CodecError("a record with no label")
@@ -340,6 +438,16 @@ class Decoder:
         if len(items) != 2:
             raise CodecError("an embedded reference must be [head, value]")
         return self._embedded(items[1])
+
+    def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
+        interner = self._interner
+        if len(pairs) > INTERN_MAX_ITEMS or not interner.internable(chain.from_iterable(pairs)):
+            return _frozendict_from_pairs(pairs)
+        key = tuple(pairs)
+        found = interner.get(key)
+        if found is None:
+            found = interner.add(key, _frozendict_from_pairs(pairs))
+        return found
 
     def _embedded(self, payload: Value) -> Embedded:
         if self.embedded is None:
@@ -543,6 +651,14 @@ def _thread_encoder() -> Encoder:
     except AttributeError:
         _local.encoder = Encoder()
         return _local.encoder
+
+
+def _thread_interner() -> Interner:
+    try:
+        return _local.interner
+    except AttributeError:
+        _local.interner = Interner()
+        return _local.interner
 
 
 def _thread_decoder() -> Decoder:
