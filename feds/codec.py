@@ -44,8 +44,9 @@ calls; each must be used by one thread at a time (the module-level functions kee
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Reversible
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final, Protocol
@@ -204,21 +205,26 @@ class Interner:
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
-    def internable(self, items: Iterable[Value]) -> bool:
-        """Whether a container of these items may be interned (a record head is let through)."""
+    def internable(self, items: Reversible[Value]) -> bool:
+        """Whether a container of these items may be interned (a record head is let through).
+
+        Items are looked at from the last, where payloads (bytes, sequences) usually are.
+        """
         ids = self._ids
-        for v in items:
+        for v in reversed(items):
+            if id(v) in ids:  # an interned record or dict (held by the table, so id is unique)
+                continue
             cls = v.__class__
             if cls is int:
                 if not _INT_MIN <= v <= _INT_MAX:
                     return False
-            elif cls is str:
-                if len(v) > INTERN_MAX_TEXT:
-                    return False
             elif cls is Symbol:
                 if len(v.name) > INTERN_MAX_TEXT:
                     return False
-            elif not (v is None or cls is _Head or id(v) in ids):
+            elif cls is str:
+                if len(v) > INTERN_MAX_TEXT:
+                    return False
+            elif not (v is None or cls is _Head):
                 return False
         return True
 
@@ -318,12 +324,19 @@ class Encoder:
 # ---------------------------------------------------------------------------------------------
 # Decoding
 
-# Every msgpack container (array, map, ext) starts with one of these bytes, so their count in the
-# data bounds the nesting depth; without enough of them there is no need to measure the depth.
-_CONTAINER_HEADERS = bytes(
-    [*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF, 0xC7, 0xC8, 0xC9, *range(0xD4, 0xD9)]
-)
+# Every msgpack container (array, map) starts with one of these bytes, so their count in the data
+# bounds the nesting depth; without enough of them there is no need to measure the depth. (An ext
+# nests nothing: heads are decoded from their payload, the items they head are in the array.)
+_CONTAINER_HEADERS = bytes([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
 _NOT_CONTAINER_HEADERS = bytes(b for b in range(256) if b not in _CONTAINER_HEADERS)
+
+# Byte pairs without which msgpack cannot decode a NaN or a timestamp. A NaN has all exponent
+# bits set, so its first byte after the float32 (0xca) or float64 (0xcb) type byte is 0x7f or
+# 0xff. A timestamp is ext type -1 (0xff) with 4, 8 or 12 bytes: fixext 4 or 8 (0xd6, 0xd7), or
+# ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths). One
+# character class per byte is the fastest search; it also finds a few harmless pairs.
+_SPECIAL_PAIRS: Final = re.compile(rb"[\xca\xcb\xd6\xd7\x04\x08\x0c][\x7f\xff]")
+_PAIR_SEARCH_MAX: Final = 4096  # above this many bytes, walking the value is the cheaper check
 
 _ATOMS = frozenset({type(None), bool, int, str, bytes, Symbol})
 
@@ -388,10 +401,13 @@ class Decoder:
     def _needs_check(self, data: bytes) -> bool:
         """Whether the data may hold a NaN, a timestamp or deep nesting (cheap, conservative).
 
-        A float NaN or infinity has 0x7f or 0xff right after its type byte, and a msgpack
-        timestamp (ext type -1, which msgpack decodes by itself) has 0xff as its type byte.
+        A frame without the bytes 0x7f and 0xff holds neither. Those bytes are common in
+        binary payloads, so in a frame of up to :data:`_PAIR_SEARCH_MAX` bytes only a pair that
+        can start a NaN or a timestamp (:data:`_SPECIAL_PAIRS`) calls for the walk.
         """
-        if 0x7F in data or 0xFF in data:
+        if (0x7F in data or 0xFF in data) and (
+            len(data) > _PAIR_SEARCH_MAX or _SPECIAL_PAIRS.search(data) is not None
+        ):
             return True
         limit = self._max_depth
         return len(data) > limit and len(data.translate(None, _NOT_CONTAINER_HEADERS)) > limit
@@ -441,9 +457,11 @@ class Decoder:
 
     def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
         interner = self._interner
-        if len(pairs) > INTERN_MAX_ITEMS or not interner.internable(chain.from_iterable(pairs)):
+        if len(pairs) > INTERN_MAX_ITEMS:
             return _frozendict_from_pairs(pairs)
         key = tuple(pairs)
+        if not interner.internable(tuple(chain.from_iterable(key))):
+            return _frozendict_from_pairs(pairs)
         found = interner.get(key)
         if found is None:
             found = interner.add(key, _frozendict_from_pairs(pairs))
@@ -452,7 +470,12 @@ class Decoder:
     def _embedded(self, payload: Value) -> Embedded:
         if self.embedded is None:
             raise CodecError("received an embedded reference but have no embedded hooks")
-        payload = _checked(payload, self._max_depth - 1)
+        if not (
+            payload.__class__ is tuple
+            and self._max_depth > 1
+            and _ATOMS.issuperset(map(type, payload))
+        ):  # anything but a flat sequence of atoms (a relay's [kind oid]) needs the full check
+            payload = _checked(payload, self._max_depth - 1)
         try:
             return self.embedded.decode_embedded(payload)
         except CodecError:
