@@ -33,6 +33,7 @@ import logging
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from itertools import chain
 from typing import Final
 
 import msgpack
@@ -373,32 +374,37 @@ class _Membrane:
         if cls is WireRef:
             return self.lower(v, entries)
         if cls is tuple:
-            items = tuple([self.lower_value(x, entries) for x in v])
-            return v if _same_items(items, v) else items
+            items = self._lower_items(v, entries)
+            return v if items is None else items
         if cls is Record:
             label = self.lower_value(v.label, entries)
-            fields = tuple([self.lower_value(f, entries) for f in v.fields])
-            if label is v.label and _same_items(fields, v.fields):
-                return v
+            fields = self._lower_items(v.fields, entries)
+            if fields is None:
+                if label is v.label:
+                    return v
+                fields = v.fields
             return Record(label, fields)
         if cls is frozenset:
-            old = tuple(v)
-            new = tuple([self.lower_value(x, entries) for x in old])
-            return v if _same_items(new, old) else frozenset(new)
+            items = self._lower_items(tuple(v), entries)
+            return v if items is None else frozenset(items)
         if cls is FrozenDict:
-            pairs = [
-                (k, x, self.lower_value(k, entries), self.lower_value(x, entries))
-                for k, x in v.items()
-            ]
-            if all(k is k2 and x is x2 for k, x, k2, x2 in pairs):
-                return v
-            return FrozenDict({k2: x2 for _k, _x, k2, x2 in pairs})
+            items = self._lower_items(tuple(chain.from_iterable(v.items())), entries)
+            return v if items is None else FrozenDict(zip(items[::2], items[1::2], strict=True))
         return v
 
+    def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
+        """``items`` with every WireRef lowered, or None if none is among them (copy on write).
 
-def _same_items(new: tuple, old: tuple) -> bool:
-    """Whether lowering left every item of a container as it was (the same objects)."""
-    return all(a is b for a, b in zip(new, old, strict=True))
+        Items before the first change are reused as they are, and none is looked at once the
+        packet has no WireRef left to lower.
+        """
+        for i, x in enumerate(items):
+            if self.unlowered == 0:
+                return None
+            new = self.lower_value(x, entries)
+            if new is not x:
+                return (*items[:i], new, *[self.lower_value(y, entries) for y in items[i + 1 :]])
+        return None
 
 
 class _Hooks:
