@@ -575,17 +575,18 @@ class Relay:
         if packet.__class__ is not Record:
             raise ProtocolError("unknown packet: not a record", _plain(packet))
         label = packet.label
-        if label == ERROR:
+        name = _label_name(label)
+        if name == ERROR.name:
             self._on_error(packet)
-        elif refs and label != TURN:
+        elif refs and name != TURN.name:
             raise ProtocolError("embedded reference outside a turn packet")
         elif self.remote_hello is None:
-            if label != HELLO:
+            if name != HELLO.name:
                 raise ProtocolError(f"packet before hello: {_label_text(label)}")
             self._on_hello(packet)
-        elif label == TURN:
+        elif name == TURN.name:
             self._on_turn(packet, refs)
-        elif label == HELLO:
+        elif name == HELLO.name:
             raise ProtocolError("duplicate hello")
         else:
             raise ProtocolError(f"unknown packet {_label_text(label)}")
@@ -644,14 +645,15 @@ class Relay:
         if event.__class__ is not Record:
             raise ProtocolError("unknown event: not a record")
         label, fields = event.label, event.fields
-        if label == ASSERT and len(fields) == 2:
+        name = _label_name(label)
+        if name == ASSERT.name and len(fields) == 2:
             return self._check_assert(oid, fields[0], fields[1])
-        if label == RETRACT and len(fields) == 1:
+        if name == RETRACT.name and len(fields) == 1:
             return self._check_retract(oid, fields[0])
-        if label == MESSAGE and len(fields) == 1:
+        if name == MESSAGE.name and len(fields) == 1:
             self._check_target(oid)
             return (MESSAGE, oid, fields[0], None)
-        if label == SYNC and len(fields) == 1:
+        if name == SYNC.name and len(fields) == 1:
             self._check_target(oid)
             if fields[0].__class__ is not WireRef:
                 raise ProtocolError("malformed event: the peer of a sync is not a reference")
@@ -915,6 +917,11 @@ class Relay:
 
 def _is_id(v: Value) -> bool:
     return v.__class__ is int and 0 <= v < _MAX_ID
+
+
+def _label_name(label: Value) -> str | None:
+    """The name of a symbol label (compared as a str: cheaper than ``Symbol.__eq__``)."""
+    return label.name if label.__class__ is Symbol else None
 
 
 def _label_text(label: Value) -> str:
