@@ -149,8 +149,9 @@ class _BoundedCache(dict):
         return value
 
 
-_symbol_exts = _BoundedCache()  # Symbol -> ExtType(SYMBOL, name)
-_record_heads = _BoundedCache()  # Symbol -> ExtType(RECORD, name)
+# Keyed by name: a str's hash is cached and compared in C, a Symbol's is a Python call.
+_symbol_exts = _BoundedCache()  # symbol name -> ExtType(SYMBOL, name)
+_record_heads = _BoundedCache()  # label name -> ExtType(RECORD, name)
 _symbols = _BoundedCache()  # name bytes -> Symbol
 _heads = _BoundedCache()  # name bytes -> _Head(RECORD, Symbol)
 
@@ -174,6 +175,7 @@ INTERN_MAX_ITEMS: Final = 16
 INTERN_MAX_TEXT: Final = 64
 """Longest string or symbol name inside an interned value, in characters."""
 
+_NEVER_INTERNED: Final = frozenset({bytes, tuple, float, bool, frozenset})
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 
@@ -299,14 +301,16 @@ class Encoder:
         if cls is Record:
             label = obj.label
             if label.__class__ is Symbol:
-                head = _record_heads.get(label) or _record_heads.remember(
-                    label, _ext(RECORD, label.name.encode("utf-8"))
+                name = label.name
+                head = _record_heads.get(name) or _record_heads.remember(
+                    name, _ext(RECORD, name.encode("utf-8"))
                 )
                 return [head, *obj.fields]
             return [_GENERIC_HEAD_EXT, label, *obj.fields]
         if cls is Symbol:
-            return _symbol_exts.get(obj) or _symbol_exts.remember(
-                obj, _ext(SYMBOL, obj.name.encode("utf-8"))
+            name = obj.name
+            return _symbol_exts.get(name) or _symbol_exts.remember(
+                name, _ext(SYMBOL, name.encode("utf-8"))
             )
         if cls is FrozenDict:
             return obj._items  # packed as a native map
@@ -436,7 +440,11 @@ class Decoder:
         head = items[0]
         if head.kind == RECORD:
             interner = self._interner
-            if len(items) > INTERN_MAX_ITEMS or not interner.internable(items):
+            if (
+                items[-1].__class__ in _NEVER_INTERNED  # a payload last: the usual case
+                or len(items) > INTERN_MAX_ITEMS
+                or not interner.internable(items)
+            ):
                 return Record(head.label, items[1:])
             found = interner.get(items)
             if found is None:
