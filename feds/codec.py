@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Reversible
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final, Protocol
@@ -187,7 +187,9 @@ class Interner:
     or values interned before are interned (the decoder builds values bottom-up, so children
     come first). Each entry is therefore small, and equality among such values implies the same
     types all the way down: ``1.0 == 1 == True`` cannot make a decoded ``<x 1.0>`` come back as
-    ``<x 1>``, since floats and booleans are never interned.
+    ``<x 1>``, since floats and booleans are never interned. A container must also be empty or
+    hold a name (a string, a symbol) or an interned value: one of only numbers (a handle in
+    ``<retract 7>``, a counter) is usually new each time and would only churn the table.
 
     Keys are the decoded items (a record's ``(head, field ...)``, a dict's pairs), so a hit
     needs no new object and compares children by identity. Two generations bound the memory
@@ -207,14 +209,16 @@ class Interner:
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
-    def internable(self, items: Reversible[Value]) -> bool:
+    def internable(self, items: tuple[Value, ...]) -> bool:
         """Whether a container of these items may be interned (a record head is let through).
 
         Items are looked at from the last, where payloads (bytes, sequences) usually are.
         """
         ids = self._ids
+        named = False
         for v in reversed(items):
             if id(v) in ids:  # an interned record or dict (held by the table, so id is unique)
+                named = True
                 continue
             cls = v.__class__
             if cls is int:
@@ -223,12 +227,14 @@ class Interner:
             elif cls is Symbol:
                 if len(v.name) > INTERN_MAX_TEXT:
                     return False
+                named = True
             elif cls is str:
                 if len(v) > INTERN_MAX_TEXT:
                     return False
+                named = True
             elif not (v is None or cls is _Head):
                 return False
-        return True
+        return named or len(items) <= 1  # just a record's head, or an empty dict
 
     def get(self, key: tuple) -> Value | None:
         """The value interned under ``key``, or None."""

@@ -43,17 +43,23 @@ def test_empty_record_and_dict_are_interned():
 
 
 def test_values_whose_equality_ignores_types_are_not_interned():
-    as_int = decode(encode(record("x", 1)))
-    for other in (record("x", 1.0), record("x", True), FrozenDict({1.0: 1}), FrozenDict({1: True})):
+    as_int = decode(encode(record("x", "k", 1)))
+    others = (
+        record("x", "k", 1.0),
+        record("x", "k", True),
+        FrozenDict({1.0: "a"}),
+        FrozenDict({"a": True}),
+    )
+    for other in others:
         got = decode(encode(other))
         assert identical(got, other)
         assert got is not decode(encode(other))
-    assert decode(encode(record("x", 1))) is as_int
-    assert math.copysign(1.0, decode(encode(record("z", -0.0))).fields[0]) == -1.0
+    assert decode(encode(record("x", "k", 1))) is as_int
+    assert math.copysign(1.0, decode(encode(record("z", "k", -0.0))).fields[1]) == -1.0
 
 
 def test_only_small_items_are_interned():
-    small = [record("s", "a" * INTERN_MAX_TEXT), record("i", 2**64 - 1, -(2**63))]
+    small = [record("s", "a" * INTERN_MAX_TEXT), record("i", "n", 2**64 - 1, -(2**63))]
     big = [
         record("s", "a" * (INTERN_MAX_TEXT + 1)),
         record("y", Symbol("a" * (INTERN_MAX_TEXT + 1))),
@@ -68,6 +74,13 @@ def test_only_small_items_are_interned():
     for v in big:
         assert decode(encode(v)) is not decode(encode(v))
         assert decode(encode(v)) == v
+
+
+def test_containers_of_only_numbers_are_not_interned():
+    for v in (record("retract", 7), FrozenDict({1: 2}), record("n", None, 3)):
+        assert decode(encode(v)) is not decode(encode(v))
+    for v in (record("x", Symbol("a"), 1), FrozenDict({1: "a"}), record("r", record("_"), 2)):
+        assert decode(encode(v)) is decode(encode(v))
 
 
 def test_the_table_is_bounded_and_keeps_values_in_use():
