@@ -175,7 +175,8 @@ INTERN_MAX_ITEMS: Final = 16
 INTERN_MAX_TEXT: Final = 64
 """Longest string or symbol name inside an interned value, in characters."""
 
-_NEVER_INTERNED: Final = frozenset({bytes, tuple, float, bool, frozenset})
+_NAMES: Final = frozenset({Symbol, str})
+_CONTAINERS: Final = frozenset({Record, FrozenDict})  # what the interner can hold
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 
@@ -188,8 +189,10 @@ class Interner:
     come first). Each entry is therefore small, and equality among such values implies the same
     types all the way down: ``1.0 == 1 == True`` cannot make a decoded ``<x 1.0>`` come back as
     ``<x 1>``, since floats and booleans are never interned. A container must also be empty or
-    hold a name (a string, a symbol) or an interned value: one of only numbers (a handle in
-    ``<retract 7>``, a counter) is usually new each time and would only churn the table.
+    end with a name (a string, a symbol) or an interned value, as pattern records and dicts do:
+    one ending with a number (a handle in ``<retract 7>``, a reading in ``<temp "r" 21>``) is
+    usually new each time and would only churn the table. That last item is also where a
+    payload usually is, so most values that do not qualify are turned down by looking at it.
 
     Keys are the decoded items (a record's ``(head, field ...)``, a dict's pairs), so a hit
     needs no new object and compares children by identity. Two generations bound the memory
@@ -198,43 +201,38 @@ class Interner:
     steady use (subscription patterns) stay while one-off values pass through.
     """
 
-    __slots__ = ("_ids", "_old", "_young", "size")
+    __slots__ = ("_old", "_young", "ids", "size")
 
     def __init__(self, size: int = INTERN_TABLE_SIZE) -> None:
         self.size = size
         self._young: dict[tuple, Value] = {}
         self._old: dict[tuple, Value] = {}
-        self._ids: set[int] = set()  # id() of every value held by either generation
+        self.ids: set[int] = set()
+        """id() of every value held by either generation (the same set object throughout)."""
 
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
     def internable(self, items: tuple[Value, ...]) -> bool:
-        """Whether a container of these items may be interned (a record head is let through).
+        """Whether a container of these items may be interned (a record's head is let through).
 
-        Items are looked at from the last, where payloads (bytes, sequences) usually are.
+        The decoder has already checked the last item and the number of items.
         """
-        ids = self._ids
-        named = False
-        for v in reversed(items):
-            if id(v) in ids:  # an interned record or dict (held by the table, so id is unique)
-                named = True
-                continue
+        ids = self.ids
+        for v in items:
             cls = v.__class__
-            if cls is int:
-                if not _INT_MIN <= v <= _INT_MAX:
-                    return False
-            elif cls is Symbol:
+            if cls is Symbol:
                 if len(v.name) > INTERN_MAX_TEXT:
                     return False
-                named = True
             elif cls is str:
                 if len(v) > INTERN_MAX_TEXT:
                     return False
-                named = True
-            elif not (v is None or cls is _Head):
+            elif cls is int:
+                if not _INT_MIN <= v <= _INT_MAX:
+                    return False
+            elif not (v is None or cls is _Head or id(v) in ids):  # id: held here, so unique
                 return False
-        return named or len(items) <= 1  # just a record's head, or an empty dict
+        return True
 
     def get(self, key: tuple) -> Value | None:
         """The value interned under ``key``, or None."""
@@ -254,9 +252,10 @@ class Interner:
         if len(self._young) >= self.size:
             self._old = self._young
             self._young = {}
-            self._ids = {id(v) for v in self._old.values()}
+            self.ids.clear()
+            self.ids.update(map(id, self._old.values()))
         self._young[key] = value
-        self._ids.add(id(value))
+        self.ids.add(id(value))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,13 +444,15 @@ class Decoder:
         self._open_heads -= 1
         head = items[0]
         if head.kind == RECORD:
-            interner = self._interner
-            if (
-                items[-1].__class__ in _NEVER_INTERNED  # a payload last: the usual case
-                or len(items) > INTERN_MAX_ITEMS
-                or not interner.internable(items)
+            last = items[-1]
+            cls = last.__class__
+            if not (
+                (cls in _NAMES or last is head or (cls in _CONTAINERS and self._interned(last)))
+                and len(items) <= INTERN_MAX_ITEMS + 1
+                and self._interner.internable(items)
             ):
                 return Record(head.label, items[1:])
+            interner = self._interner
             found = interner.get(items)
             if found is None:
                 found = interner.add(items, Record(head.label, items[1:]))
@@ -471,15 +472,24 @@ class Decoder:
 
     def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
         interner = self._interner
-        if len(pairs) > INTERN_MAX_ITEMS:
-            return _frozendict_from_pairs(pairs)
+        if pairs:
+            last = pairs[-1][1]
+            cls = last.__class__
+            if not (
+                (cls in _NAMES or (cls in _CONTAINERS and self._interned(last)))
+                and len(pairs) <= INTERN_MAX_ITEMS
+                and interner.internable(tuple(chain.from_iterable(pairs)))
+            ):
+                return _frozendict_from_pairs(pairs)
         key = tuple(pairs)
-        if not interner.internable(tuple(chain.from_iterable(key))):
-            return _frozendict_from_pairs(pairs)
         found = interner.get(key)
         if found is None:
             found = interner.add(key, _frozendict_from_pairs(pairs))
         return found
+
+    def _interned(self, v: Value) -> bool:
+        """Whether ``v`` (a record or dict) is a value the interner holds."""
+        return id(v) in self._interner.ids
 
     def _embedded(self, payload: Value) -> Embedded:
         if self.embedded is None:
