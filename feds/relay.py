@@ -271,7 +271,7 @@ class _Membrane:
         self.imports: dict[int, _Entry] = {}
         self.next_oid = 1  # oid 0 is the initial object, present or not
         self._proxies: weakref.WeakValueDictionary[int, _Proxy] = weakref.WeakValueDictionary()
-        self._dirty: list[_Entry] = []
+        self.dirty: list[_Entry] = []
         self.unlowered = 0  # WireRefs of the packet being applied that are not lowered yet
 
     # -- tables -------------------------------------------------------------------------------
@@ -312,11 +312,11 @@ class _Membrane:
     def release(self, entry: _Entry) -> None:
         entry.count -= 1
         if entry.count <= 0:
-            self._dirty.append(entry)
+            self.dirty.append(entry)
 
     def collect(self) -> None:
         """Free every entry whose count dropped to zero during this turn and stayed there."""
-        dirty, self._dirty = self._dirty, []
+        dirty, self.dirty = self.dirty, []
         for entry in dirty:
             if entry.count > 0 or entry.pinned:
                 continue
@@ -332,7 +332,7 @@ class _Membrane:
         self.export_ids.clear()
         self.imports.clear()
         self._proxies.clear()
-        self._dirty.clear()
+        self.dirty.clear()
 
     # -- codec hooks --------------------------------------------------------------------------
 
@@ -831,14 +831,19 @@ class Relay:
             self._write_turns(self._events)
             self._events = []
         membrane = self._membrane
-        for entry in self._transient:
-            membrane.release(entry)
-        self._transient.clear()
-        membrane.collect()
+        if self._transient:
+            for entry in self._transient:
+                membrane.release(entry)
+            self._transient.clear()
+        if membrane.dirty:
+            membrane.collect()
 
     def _write_turns(self, events: list[bytes]) -> None:
         """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the limit."""
         limit = self.limits.max_frame_size - _TURN_OVERHEAD
+        if len(events) == 1 or sum(map(len, events)) <= limit:  # the usual case: one packet
+            self._write_turn(events)
+            return
         start, size = 0, 0
         for i, data in enumerate(events):
             if size + len(data) > limit and i > start:
@@ -848,10 +853,10 @@ class Relay:
         self._write_turn(events[start:])
 
     def _write_turn(self, events: list[bytes]) -> None:
-        header = _TURN_PREFIX + self._packer.pack_array_header(len(events))
-        packet = header + b"".join(events)
+        header = self._packer.pack_array_header(len(events))
+        size = len(_TURN_PREFIX) + len(header) + sum(map(len, events))
         self.stats.events_out += len(events)
-        self._write(len(packet).to_bytes(4, "big") + packet)
+        self._write(b"".join([size.to_bytes(4, "big"), _TURN_PREFIX, header, *events]))
 
     def _write(self, frame: bytes) -> None:
         self._output += frame
