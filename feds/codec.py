@@ -360,9 +360,19 @@ class Decoder:
         self._max_length = limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
         self._interner = _thread_interner()
-        self._ext_hook = self._on_ext
-        self._list_hook = self._on_array
-        self._map_hook = self._on_map
+        self._options: dict[str, Any] = {  # msgpack's, built once (hooks bound once)
+            "ext_hook": self._on_ext,
+            "list_hook": self._on_array,
+            "object_pairs_hook": self._on_map,
+            "use_list": False,
+            "raw": False,
+            "strict_map_key": False,
+        }
+        self._long_options = {
+            **self._options,
+            "max_array_len": self._max_length,
+            "max_map_len": self._max_length,
+        }
 
     def decode(self, data: bytes | bytearray | memoryview) -> Value:
         """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`."""
@@ -391,21 +401,8 @@ class Decoder:
 
     def _unpack(self, data: bytes) -> Value:
         # msgpack's own length limits default to the data length: only a longer input needs ours.
-        limits = (
-            {}
-            if len(data) <= self._max_length
-            else {"max_array_len": self._max_length, "max_map_len": self._max_length}
-        )
-        return msgpack.unpackb(
-            data,
-            ext_hook=self._ext_hook,
-            list_hook=self._list_hook,
-            use_list=False,
-            raw=False,
-            strict_map_key=False,
-            object_pairs_hook=self._map_hook,
-            **limits,
-        )
+        options = self._options if len(data) <= self._max_length else self._long_options
+        return msgpack.unpackb(data, **options)
 
     def _needs_check(self, data: bytes) -> bool:
         """Whether the data may hold a NaN, a timestamp or deep nesting (cheap, conservative).
@@ -422,11 +419,11 @@ class Decoder:
         return len(data) > limit and len(data.translate(None, _NOT_CONTAINER_HEADERS)) > limit
 
     def _on_ext(self, code: int, data: bytes) -> Any:
-        if code == SYMBOL:
-            return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
-        if code == RECORD:
+        if code == RECORD:  # the most common ext: every record with a symbol label has one
             self._open_heads += 1
             return _heads.get(data) or _heads.remember(data, _Head(RECORD, _symbol_named(data)))
+        if code == SYMBOL:
+            return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
         if code in _EMPTY_PAYLOAD_HEADS:
             if data:
                 raise CodecError(f"the head ext type {code} must have an empty payload")
