@@ -44,7 +44,6 @@ calls; each must be used by one thread at a time (the module-level functions kee
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -176,7 +175,6 @@ INTERN_MAX_TEXT: Final = 64
 """Longest string or symbol name inside an interned value, in characters."""
 
 _NAMES: Final = frozenset({Symbol, str})
-_CONTAINERS: Final = frozenset({Record, FrozenDict})  # what the interner can hold
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 
@@ -343,9 +341,11 @@ _NOT_CONTAINER_HEADERS = bytes(b for b in range(256) if b not in _CONTAINER_HEAD
 # bits set, so its first byte after the float32 (0xca) or float64 (0xcb) type byte is 0x7f or
 # 0xff. A timestamp is ext type -1 (0xff) with 4, 8 or 12 bytes: fixext 4 or 8 (0xd6, 0xd7), or
 # ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths). One
-# character class per byte is the fastest search; it also finds a few harmless pairs.
-_SPECIAL_PAIRS: Final = re.compile(rb"[\xca\xcb\xd6\xd7\x04\x08\x0c][\x7f\xff]")
-_PAIR_SEARCH_MAX: Final = 4096  # above this many bytes, walking the value is the cheaper check
+# byte before each 0x7f or 0xff is looked at; it may also be part of a harmless pair.
+_PAIR_FIRSTS: Final = frozenset(b"\xca\xcb\xd6\xd7\x04\x08\x0c")
+# In a bigger frame, or past this many 0x7f and 0xff bytes, walking the value is the cheaper check.
+_PAIR_SEARCH_MAX_BYTES: Final = 1024
+_PAIR_SEARCH_MAX: Final = 16
 
 _ATOMS = frozenset({type(None), bool, int, str, bytes, Symbol})
 
@@ -360,6 +360,7 @@ class Decoder:
         self._max_length = limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
         self._interner = _thread_interner()
+        self._interned = self._interner.ids  # id() of the values it holds
         self._options: dict[str, Any] = {  # msgpack's, built once (hooks bound once)
             "ext_hook": self._on_ext,
             "list_hook": self._on_array,
@@ -385,6 +386,7 @@ class Decoder:
             )
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
         self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
+        self._interned = self._interner.ids
         try:
             value = self._unpack(data)  # type: ignore[arg-type]
         except Exception as e:
@@ -408,12 +410,10 @@ class Decoder:
         """Whether the data may hold a NaN, a timestamp or deep nesting (cheap, conservative).
 
         A frame without the bytes 0x7f and 0xff holds neither. Those bytes are common in
-        binary payloads, so in a frame of up to :data:`_PAIR_SEARCH_MAX` bytes only a pair that
-        can start a NaN or a timestamp (:data:`_SPECIAL_PAIRS`) calls for the walk.
+        binary payloads, so when there are few of them only one that can end a NaN's or a
+        timestamp's first two bytes (:data:`_PAIR_FIRSTS` before it) calls for the walk.
         """
-        if (0x7F in data or 0xFF in data) and (
-            len(data) > _PAIR_SEARCH_MAX or _SPECIAL_PAIRS.search(data) is not None
-        ):
+        if (0x7F in data or 0xFF in data) and _may_hold_special(data):
             return True
         limit = self._max_depth
         return len(data) > limit and len(data.translate(None, _NOT_CONTAINER_HEADERS)) > limit
@@ -441,19 +441,10 @@ class Decoder:
         self._open_heads -= 1
         head = items[0]
         if head.kind == RECORD:
-            last = items[-1]
-            cls = last.__class__
-            if not (
-                (cls in _NAMES or last is head or (cls in _CONTAINERS and self._interned(last)))
-                and len(items) <= INTERN_MAX_ITEMS + 1
-                and self._interner.internable(items)
-            ):
-                return Record(head.label, items[1:])
-            interner = self._interner
-            found = interner.get(items)
-            if found is None:
-                found = interner.add(items, Record(head.label, items[1:]))
-            return found
+            last = items[-1]  # a name or an interned value, if the record may be interned
+            if last.__class__ in _NAMES or last is head or id(last) in self._interned:
+                return self._intern_record(head, items)
+            return Record(head.label, items[1:])
         if head.kind == GENERIC_RECORD:
             if len(items) < 2:
                 raise CodecError("a record with no label")
@@ -467,13 +458,22 @@ class Decoder:
             raise CodecError("an embedded reference must be [head, value]")
         return self._embedded(items[1])
 
+    def _intern_record(self, head: _Head, items: tuple) -> Record:
+        """The record of ``items``: the interned one if it qualifies (:class:`Interner`)."""
+        interner = self._interner
+        if len(items) > INTERN_MAX_ITEMS + 1 or not interner.internable(items):
+            return Record(head.label, items[1:])
+        found = interner.get(items)
+        if found is None:
+            found = interner.add(items, Record(head.label, items[1:]))
+        return found
+
     def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
         interner = self._interner
         if pairs:
-            last = pairs[-1][1]
-            cls = last.__class__
+            last = pairs[-1][1]  # as for records: the last value decides first
             if not (
-                (cls in _NAMES or (cls in _CONTAINERS and self._interned(last)))
+                (last.__class__ in _NAMES or id(last) in self._interned)
                 and len(pairs) <= INTERN_MAX_ITEMS
                 and interner.internable(tuple(chain.from_iterable(pairs)))
             ):
@@ -483,10 +483,6 @@ class Decoder:
         if found is None:
             found = interner.add(key, _frozendict_from_pairs(pairs))
         return found
-
-    def _interned(self, v: Value) -> bool:
-        """Whether ``v`` (a record or dict) is a value the interner holds."""
-        return id(v) in self._interner.ids
 
     def _embedded(self, payload: Value) -> Embedded:
         if self.embedded is None:
@@ -503,6 +499,21 @@ class Decoder:
             raise
         except Exception as e:
             raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
+
+
+def _may_hold_special(data: bytes) -> bool:
+    """Whether ``data`` may encode a NaN or a timestamp (or is too big or busy to tell cheaply)."""
+    if len(data) > _PAIR_SEARCH_MAX_BYTES:
+        return True
+    seen = 0
+    for second in (0x7F, 0xFF):
+        i = data.find(second, 1)
+        while i != -1:
+            seen += 1
+            if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
+                return True
+            i = data.find(second, i + 1)
+    return False
 
 
 def _symbol_named(data: bytes) -> Symbol:
