@@ -377,7 +377,9 @@ class _Membrane:
             items = self._lower_items(v, entries)
             return v if items is None else items
         if cls is Record:
-            label = self.lower_value(v.label, entries)
+            label = v.label
+            if label.__class__ is not Symbol:  # the usual label: nothing to lower
+                label = self.lower_value(label, entries)
             fields = self._lower_items(v.fields, entries)
             if fields is None:
                 if label is v.label:
@@ -403,7 +405,10 @@ class _Membrane:
                 return None
             new = self.lower_value(x, entries)
             if new is not x:
-                return (*items[:i], new, *[self.lower_value(y, entries) for y in items[i + 1 :]])
+                rest = items[i + 1 :]
+                if self.unlowered:
+                    rest = [self.lower_value(y, entries) for y in rest]
+                return (*items[:i], new, *rest)
         return None
 
 

@@ -94,6 +94,9 @@ def test_lowering_copies_only_the_path_to_each_reference() -> None:
         assert lowered.__class__ is holder.__class__ and len(lowered) == len(holder)
         assert refs_in(lowered)[0].__class__ is Ref
     assert lowered["k"] is big
+    membrane.unlowered = 1
+    labelled = membrane.lower_value(Record(WireRef(MINE, 6), (big,)), entries)  # a generic record
+    assert labelled.label.__class__ is Ref and labelled.fields[0] is big
 
 
 def test_lowering_returns_values_without_references_unchanged() -> None:
