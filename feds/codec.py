@@ -31,9 +31,10 @@ a whole message: no recursion in Python or C per level of nesting, and a small r
 ext and one array. The encoding is not canonical: equal sets and dicts may order items differently.
 
 Decoding *interns* small values without references: equal records and dicts made only of
-short strings and symbols, 64-bit integers, ``None`` and other interned values decode to the
-same object (from a bounded table per thread, :class:`Interner`), so a value that arrives again
-and again (a subscription pattern) compares by identity with the copy a node already holds.
+short strings and symbols, 64-bit integers, ``None`` and other interned values, and ending with
+a name or an interned value, decode to the same object (from a bounded table per thread,
+:class:`Interner`), so a value that arrives again and again (a subscription pattern) compares
+by identity with the copy a node already holds.
 
 A frame on a byte stream is a 4-byte big-endian length followed by that many bytes of msgpack
 (:func:`encode_frame`, :class:`FrameDecoder`). Every problem with incoming data raises
