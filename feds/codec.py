@@ -30,6 +30,12 @@ Keeping records flat (rather than nesting msgpack inside ext payloads) lets one 
 a whole message: no recursion in Python or C per level of nesting, and a small record costs one
 ext and one array. The encoding is not canonical: equal sets and dicts may order items differently.
 
+Decoding *interns* small values without references: equal records and dicts made only of
+short strings and symbols, 64-bit integers, ``None`` and other interned values, and ending with
+a name or an interned value, decode to the same object (from a bounded table per thread,
+:class:`Interner`), so a value that arrives again and again (a subscription pattern) compares
+by identity with the copy a node already holds.
+
 A frame on a byte stream is a 4-byte big-endian length followed by that many bytes of msgpack
 (:func:`encode_frame`, :class:`FrameDecoder`). Every problem with incoming data raises
 :class:`CodecError` and nothing else; :class:`Limits` bounds frame size, nesting depth and
@@ -42,6 +48,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final, Protocol
 
 import msgpack
@@ -63,6 +70,7 @@ __all__ = [
     "EmbeddedHooks",
     "Encoder",
     "FrameDecoder",
+    "Interner",
     "Limits",
     "decode",
     "encode",
@@ -141,8 +149,9 @@ class _BoundedCache(dict):
         return value
 
 
-_symbol_exts = _BoundedCache()  # Symbol -> ExtType(SYMBOL, name)
-_record_heads = _BoundedCache()  # Symbol -> ExtType(RECORD, name)
+# Keyed by name: a str's hash is cached and compared in C, a Symbol's is a Python call.
+_symbol_exts = _BoundedCache()  # symbol name -> ExtType(SYMBOL, name)
+_record_heads = _BoundedCache()  # label name -> ExtType(RECORD, name)
 _symbols = _BoundedCache()  # name bytes -> Symbol
 _heads = _BoundedCache()  # name bytes -> _Head(RECORD, Symbol)
 
@@ -154,6 +163,98 @@ _EMPTY_PAYLOAD_HEADS = {
     EMBEDDED: _Head(EMBEDDED),
     GENERIC_RECORD: _Head(GENERIC_RECORD),
 }
+
+
+# ---------------------------------------------------------------------------------------------
+# Interning
+
+INTERN_TABLE_SIZE: Final = 2048
+"""Entries per generation of an :class:`Interner` (it holds at most twice as many)."""
+INTERN_MAX_ITEMS: Final = 16
+"""Most fields of an interned record, or entries of an interned dict."""
+INTERN_MAX_TEXT: Final = 64
+"""Longest string or symbol name inside an interned value, in characters."""
+
+_NAMES: Final = frozenset({Symbol, str})
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+
+
+class Interner:
+    """A bounded table that makes equal decoded values one object.
+
+    Only records and dicts whose items are short strings and symbols, 64-bit integers, ``None``
+    or values interned before are interned (the decoder builds values bottom-up, so children
+    come first). Each entry is therefore small, and equality among such values implies the same
+    types all the way down: ``1.0 == 1 == True`` cannot make a decoded ``<x 1.0>`` come back as
+    ``<x 1>``, since floats and booleans are never interned. A container must also be empty or
+    end with a name (a string, a symbol) or an interned value, as pattern records and dicts do:
+    one ending with a number (a handle in ``<retract 7>``, a reading in ``<temp "r" 21>``) is
+    usually new each time and would only churn the table. That last item is also where a
+    payload usually is, so most values that do not qualify are turned down by looking at it.
+
+    Keys are the decoded items (a record's ``(head, field ...)``, a dict's pairs), so a hit
+    needs no new object and compares children by identity. Two generations bound the memory
+    however hostile the input: when the young one is full it becomes the old one and the old is
+    dropped; a hit in the old generation moves the entry back to the young one, so values in
+    steady use (subscription patterns) stay while one-off values pass through.
+    """
+
+    __slots__ = ("_old", "_young", "ids", "size")
+
+    def __init__(self, size: int = INTERN_TABLE_SIZE) -> None:
+        self.size = size
+        self._young: dict[tuple, Value] = {}
+        self._old: dict[tuple, Value] = {}
+        self.ids: set[int] = set()
+        """id() of every value held by either generation (the same set object throughout)."""
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+    def internable(self, items: tuple[Value, ...]) -> bool:
+        """Whether a container of these items may be interned (a record's head is let through).
+
+        The decoder has already checked the last item and the number of items.
+        """
+        ids = self.ids
+        for v in items:
+            cls = v.__class__
+            if cls is Symbol:
+                if len(v.name) > INTERN_MAX_TEXT:
+                    return False
+            elif cls is str:
+                if len(v) > INTERN_MAX_TEXT:
+                    return False
+            elif cls is int:
+                if not _INT_MIN <= v <= _INT_MAX:
+                    return False
+            elif not (v is None or cls is _Head or id(v) in ids):  # id: held here, so unique
+                return False
+        return True
+
+    def get(self, key: tuple) -> Value | None:
+        """The value interned under ``key``, or None."""
+        value = self._young.get(key)
+        if value is None:
+            value = self._old.get(key)
+            if value is not None:
+                self._put(key, value)
+        return value
+
+    def add(self, key: tuple, value: Value) -> Value:
+        """Intern ``value`` (built from ``key``, which :meth:`internable` accepted)."""
+        self._put(key, value)
+        return value
+
+    def _put(self, key: tuple, value: Value) -> None:
+        if len(self._young) >= self.size:
+            self._old = self._young
+            self._young = {}
+            self.ids.clear()
+            self.ids.update(map(id, self._old.values()))
+        self._young[key] = value
+        self.ids.add(id(value))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,14 +305,16 @@ class Encoder:
         if cls is Record:
             label = obj.label
             if label.__class__ is Symbol:
-                head = _record_heads.get(label) or _record_heads.remember(
-                    label, _ext(RECORD, label.name.encode("utf-8"))
+                name = label.name
+                head = _record_heads.get(name) or _record_heads.remember(
+                    name, _ext(RECORD, name.encode("utf-8"))
                 )
                 return [head, *obj.fields]
             return [_GENERIC_HEAD_EXT, label, *obj.fields]
         if cls is Symbol:
-            return _symbol_exts.get(obj) or _symbol_exts.remember(
-                obj, _ext(SYMBOL, obj.name.encode("utf-8"))
+            name = obj.name
+            return _symbol_exts.get(name) or _symbol_exts.remember(
+                name, _ext(SYMBOL, name.encode("utf-8"))
             )
         if cls is FrozenDict:
             return obj._items  # packed as a native map
@@ -229,12 +332,21 @@ class Encoder:
 # ---------------------------------------------------------------------------------------------
 # Decoding
 
-# Every msgpack container (array, map, ext) starts with one of these bytes, so their count in the
-# data bounds the nesting depth; without enough of them there is no need to measure the depth.
-_CONTAINER_HEADERS = bytes(
-    [*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF, 0xC7, 0xC8, 0xC9, *range(0xD4, 0xD9)]
-)
+# Every msgpack container (array, map) starts with one of these bytes, so their count in the data
+# bounds the nesting depth; without enough of them there is no need to measure the depth. (An ext
+# nests nothing: heads are decoded from their payload, the items they head are in the array.)
+_CONTAINER_HEADERS = bytes([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
 _NOT_CONTAINER_HEADERS = bytes(b for b in range(256) if b not in _CONTAINER_HEADERS)
+
+# Byte pairs without which msgpack cannot decode a NaN or a timestamp. A NaN has all exponent
+# bits set, so its first byte after the float32 (0xca) or float64 (0xcb) type byte is 0x7f or
+# 0xff. A timestamp is ext type -1 (0xff) with 4, 8 or 12 bytes: fixext 4 or 8 (0xd6, 0xd7), or
+# ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths). One
+# byte before each 0x7f or 0xff is looked at; it may also be part of a harmless pair.
+_PAIR_FIRSTS: Final = frozenset(b"\xca\xcb\xd6\xd7\x04\x08\x0c")
+# In a bigger frame, or past this many 0x7f and 0xff bytes, walking the value is the cheaper check.
+_PAIR_SEARCH_MAX_BYTES: Final = 1024
+_PAIR_SEARCH_MAX: Final = 16
 
 _ATOMS = frozenset({type(None), bool, int, str, bytes, Symbol})
 
@@ -248,8 +360,21 @@ class Decoder:
         self._max_depth = limits.max_depth
         self._max_length = limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
-        self._ext_hook = self._on_ext
-        self._list_hook = self._on_array
+        self._interner = _thread_interner()
+        self._interned = self._interner.ids  # id() of the values it holds
+        self._options: dict[str, Any] = {  # msgpack's, built once (hooks bound once)
+            "ext_hook": self._on_ext,
+            "list_hook": self._on_array,
+            "object_pairs_hook": self._on_map,
+            "use_list": False,
+            "raw": False,
+            "strict_map_key": False,
+        }
+        self._long_options = {
+            **self._options,
+            "max_array_len": self._max_length,
+            "max_map_len": self._max_length,
+        }
 
     def decode(self, data: bytes | bytearray | memoryview) -> Value:
         """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`."""
@@ -261,6 +386,8 @@ class Decoder:
                 f"({self.limits.max_frame_size})"
             )
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
+        self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
+        self._interned = self._interner.ids
         try:
             value = self._unpack(data)  # type: ignore[arg-type]
         except Exception as e:
@@ -277,39 +404,27 @@ class Decoder:
 
     def _unpack(self, data: bytes) -> Value:
         # msgpack's own length limits default to the data length: only a longer input needs ours.
-        limits = (
-            {}
-            if len(data) <= self._max_length
-            else {"max_array_len": self._max_length, "max_map_len": self._max_length}
-        )
-        return msgpack.unpackb(
-            data,
-            ext_hook=self._ext_hook,
-            list_hook=self._list_hook,
-            use_list=False,
-            raw=False,
-            strict_map_key=False,
-            object_pairs_hook=_frozendict_from_pairs,
-            **limits,
-        )
+        options = self._options if len(data) <= self._max_length else self._long_options
+        return msgpack.unpackb(data, **options)
 
     def _needs_check(self, data: bytes) -> bool:
         """Whether the data may hold a NaN, a timestamp or deep nesting (cheap, conservative).
 
-        A float NaN or infinity has 0x7f or 0xff right after its type byte, and a msgpack
-        timestamp (ext type -1, which msgpack decodes by itself) has 0xff as its type byte.
+        A frame without the bytes 0x7f and 0xff holds neither. Those bytes are common in
+        binary payloads, so when there are few of them only one that can end a NaN's or a
+        timestamp's first two bytes (:data:`_PAIR_FIRSTS` before it) calls for the walk.
         """
-        if 0x7F in data or 0xFF in data:
+        if (0x7F in data or 0xFF in data) and _may_hold_special(data):
             return True
         limit = self._max_depth
         return len(data) > limit and len(data.translate(None, _NOT_CONTAINER_HEADERS)) > limit
 
     def _on_ext(self, code: int, data: bytes) -> Any:
-        if code == SYMBOL:
-            return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
-        if code == RECORD:
+        if code == RECORD:  # the most common ext: every record with a symbol label has one
             self._open_heads += 1
             return _heads.get(data) or _heads.remember(data, _Head(RECORD, _symbol_named(data)))
+        if code == SYMBOL:
+            return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
         if code in _EMPTY_PAYLOAD_HEADS:
             if data:
                 raise CodecError(f"the head ext type {code} must have an empty payload")
@@ -327,6 +442,9 @@ class Decoder:
         self._open_heads -= 1
         head = items[0]
         if head.kind == RECORD:
+            last = items[-1]  # a name or an interned value, if the record may be interned
+            if last.__class__ in _NAMES or last is head or id(last) in self._interned:
+                return self._intern_record(head, items)
             return Record(head.label, items[1:])
         if head.kind == GENERIC_RECORD:
             if len(items) < 2:
@@ -341,16 +459,62 @@ class Decoder:
             raise CodecError("an embedded reference must be [head, value]")
         return self._embedded(items[1])
 
+    def _intern_record(self, head: _Head, items: tuple) -> Record:
+        """The record of ``items``: the interned one if it qualifies (:class:`Interner`)."""
+        interner = self._interner
+        if len(items) > INTERN_MAX_ITEMS + 1 or not interner.internable(items):
+            return Record(head.label, items[1:])
+        found = interner.get(items)
+        if found is None:
+            found = interner.add(items, Record(head.label, items[1:]))
+        return found
+
+    def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
+        interner = self._interner
+        if pairs:
+            last = pairs[-1][1]  # as for records: the last value decides first
+            if not (
+                (last.__class__ in _NAMES or id(last) in self._interned)
+                and len(pairs) <= INTERN_MAX_ITEMS
+                and interner.internable(tuple(chain.from_iterable(pairs)))
+            ):
+                return _frozendict_from_pairs(pairs)
+        key = tuple(pairs)
+        found = interner.get(key)
+        if found is None:
+            found = interner.add(key, _frozendict_from_pairs(pairs))
+        return found
+
     def _embedded(self, payload: Value) -> Embedded:
         if self.embedded is None:
             raise CodecError("received an embedded reference but have no embedded hooks")
-        payload = _checked(payload, self._max_depth - 1)
+        if not (
+            payload.__class__ is tuple
+            and self._max_depth > 1
+            and _ATOMS.issuperset(map(type, payload))
+        ):  # anything but a flat sequence of atoms (a relay's [kind oid]) needs the full check
+            payload = _checked(payload, self._max_depth - 1)
         try:
             return self.embedded.decode_embedded(payload)
         except CodecError:
             raise
         except Exception as e:
             raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
+
+
+def _may_hold_special(data: bytes) -> bool:
+    """Whether ``data`` may encode a NaN or a timestamp (or is too big or busy to tell cheaply)."""
+    if len(data) > _PAIR_SEARCH_MAX_BYTES:
+        return True
+    seen = 0
+    for second in (0x7F, 0xFF):
+        i = data.find(second, 1)
+        while i != -1:
+            seen += 1
+            if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
+                return True
+            i = data.find(second, i + 1)
+    return False
 
 
 def _symbol_named(data: bytes) -> Symbol:
@@ -543,6 +707,14 @@ def _thread_encoder() -> Encoder:
     except AttributeError:
         _local.encoder = Encoder()
         return _local.encoder
+
+
+def _thread_interner() -> Interner:
+    try:
+        return _local.interner
+    except AttributeError:
+        _local.interner = Interner()
+        return _local.interner
 
 
 def _thread_decoder() -> Decoder:

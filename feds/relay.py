@@ -33,6 +33,7 @@ import logging
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from itertools import chain
 from typing import Final
 
 import msgpack
@@ -270,7 +271,7 @@ class _Membrane:
         self.imports: dict[int, _Entry] = {}
         self.next_oid = 1  # oid 0 is the initial object, present or not
         self._proxies: weakref.WeakValueDictionary[int, _Proxy] = weakref.WeakValueDictionary()
-        self._dirty: list[_Entry] = []
+        self.dirty: list[_Entry] = []
         self.unlowered = 0  # WireRefs of the packet being applied that are not lowered yet
 
     # -- tables -------------------------------------------------------------------------------
@@ -311,11 +312,11 @@ class _Membrane:
     def release(self, entry: _Entry) -> None:
         entry.count -= 1
         if entry.count <= 0:
-            self._dirty.append(entry)
+            self.dirty.append(entry)
 
     def collect(self) -> None:
         """Free every entry whose count dropped to zero during this turn and stayed there."""
-        dirty, self._dirty = self._dirty, []
+        dirty, self.dirty = self.dirty, []
         for entry in dirty:
             if entry.count > 0 or entry.pinned:
                 continue
@@ -331,7 +332,7 @@ class _Membrane:
         self.export_ids.clear()
         self.imports.clear()
         self._proxies.clear()
-        self._dirty.clear()
+        self.dirty.clear()
 
     # -- codec hooks --------------------------------------------------------------------------
 
@@ -373,32 +374,42 @@ class _Membrane:
         if cls is WireRef:
             return self.lower(v, entries)
         if cls is tuple:
-            items = tuple([self.lower_value(x, entries) for x in v])
-            return v if _same_items(items, v) else items
+            items = self._lower_items(v, entries)
+            return v if items is None else items
         if cls is Record:
-            label = self.lower_value(v.label, entries)
-            fields = tuple([self.lower_value(f, entries) for f in v.fields])
-            if label is v.label and _same_items(fields, v.fields):
-                return v
+            label = v.label
+            if label.__class__ is not Symbol:  # the usual label: nothing to lower
+                label = self.lower_value(label, entries)
+            fields = self._lower_items(v.fields, entries)
+            if fields is None:
+                if label is v.label:
+                    return v
+                fields = v.fields
             return Record(label, fields)
         if cls is frozenset:
-            old = tuple(v)
-            new = tuple([self.lower_value(x, entries) for x in old])
-            return v if _same_items(new, old) else frozenset(new)
+            items = self._lower_items(tuple(v), entries)
+            return v if items is None else frozenset(items)
         if cls is FrozenDict:
-            pairs = [
-                (k, x, self.lower_value(k, entries), self.lower_value(x, entries))
-                for k, x in v.items()
-            ]
-            if all(k is k2 and x is x2 for k, x, k2, x2 in pairs):
-                return v
-            return FrozenDict({k2: x2 for _k, _x, k2, x2 in pairs})
+            items = self._lower_items(tuple(chain.from_iterable(v.items())), entries)
+            return v if items is None else FrozenDict(zip(items[::2], items[1::2], strict=True))
         return v
 
+    def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
+        """``items`` with every WireRef lowered, or None if none is among them (copy on write).
 
-def _same_items(new: tuple, old: tuple) -> bool:
-    """Whether lowering left every item of a container as it was (the same objects)."""
-    return all(a is b for a, b in zip(new, old, strict=True))
+        Items before the first change are reused as they are, and none is looked at once the
+        packet has no WireRef left to lower.
+        """
+        for i, x in enumerate(items):
+            if self.unlowered == 0:
+                return None
+            new = self.lower_value(x, entries)
+            if new is not x:
+                rest = items[i + 1 :]
+                if self.unlowered:
+                    rest = [self.lower_value(y, entries) for y in rest]
+                return (*items[:i], new, *rest)
+        return None
 
 
 class _Hooks:
@@ -569,17 +580,18 @@ class Relay:
         if packet.__class__ is not Record:
             raise ProtocolError("unknown packet: not a record", _plain(packet))
         label = packet.label
-        if label == ERROR:
+        name = _label_name(label)
+        if name == ERROR.name:
             self._on_error(packet)
-        elif refs and label != TURN:
+        elif refs and name != TURN.name:
             raise ProtocolError("embedded reference outside a turn packet")
         elif self.remote_hello is None:
-            if label != HELLO:
+            if name != HELLO.name:
                 raise ProtocolError(f"packet before hello: {_label_text(label)}")
             self._on_hello(packet)
-        elif label == TURN:
+        elif name == TURN.name:
             self._on_turn(packet, refs)
-        elif label == HELLO:
+        elif name == HELLO.name:
             raise ProtocolError("duplicate hello")
         else:
             raise ProtocolError(f"unknown packet {_label_text(label)}")
@@ -638,14 +650,15 @@ class Relay:
         if event.__class__ is not Record:
             raise ProtocolError("unknown event: not a record")
         label, fields = event.label, event.fields
-        if label == ASSERT and len(fields) == 2:
+        name = _label_name(label)
+        if name == ASSERT.name and len(fields) == 2:
             return self._check_assert(oid, fields[0], fields[1])
-        if label == RETRACT and len(fields) == 1:
+        if name == RETRACT.name and len(fields) == 1:
             return self._check_retract(oid, fields[0])
-        if label == MESSAGE and len(fields) == 1:
+        if name == MESSAGE.name and len(fields) == 1:
             self._check_target(oid)
             return (MESSAGE, oid, fields[0], None)
-        if label == SYNC and len(fields) == 1:
+        if name == SYNC.name and len(fields) == 1:
             self._check_target(oid)
             if fields[0].__class__ is not WireRef:
                 raise ProtocolError("malformed event: the peer of a sync is not a reference")
@@ -823,14 +836,19 @@ class Relay:
             self._write_turns(self._events)
             self._events = []
         membrane = self._membrane
-        for entry in self._transient:
-            membrane.release(entry)
-        self._transient.clear()
-        membrane.collect()
+        if self._transient:
+            for entry in self._transient:
+                membrane.release(entry)
+            self._transient.clear()
+        if membrane.dirty:
+            membrane.collect()
 
     def _write_turns(self, events: list[bytes]) -> None:
         """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the limit."""
         limit = self.limits.max_frame_size - _TURN_OVERHEAD
+        if len(events) == 1 or sum(map(len, events)) <= limit:  # the usual case: one packet
+            self._write_turn(events)
+            return
         start, size = 0, 0
         for i, data in enumerate(events):
             if size + len(data) > limit and i > start:
@@ -840,10 +858,10 @@ class Relay:
         self._write_turn(events[start:])
 
     def _write_turn(self, events: list[bytes]) -> None:
-        header = _TURN_PREFIX + self._packer.pack_array_header(len(events))
-        packet = header + b"".join(events)
+        header = self._packer.pack_array_header(len(events))
+        size = len(_TURN_PREFIX) + len(header) + sum(map(len, events))
         self.stats.events_out += len(events)
-        self._write(len(packet).to_bytes(4, "big") + packet)
+        self._write(b"".join([size.to_bytes(4, "big"), _TURN_PREFIX, header, *events]))
 
     def _write(self, frame: bytes) -> None:
         self._output += frame
@@ -909,6 +927,11 @@ class Relay:
 
 def _is_id(v: Value) -> bool:
     return v.__class__ is int and 0 <= v < _MAX_ID
+
+
+def _label_name(label: Value) -> str | None:
+    """The name of a symbol label (compared as a str: cheaper than ``Symbol.__eq__``)."""
+    return label.name if label.__class__ is Symbol else None
 
 
 def _label_text(label: Value) -> str:

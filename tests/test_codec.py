@@ -282,6 +282,40 @@ def test_frame_decoder_on_mutated_frames(bodies, data):
             continue
 
 
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        b"\xd6\xff" + bytes(4),
+        b"\xd7\xff" + bytes(8),
+        b"\xc7\x04\xff" + bytes(4),
+        b"\xc7\x08\xff" + bytes(8),
+        b"\xc7\x0c\xff" + bytes(12),
+        b"\xc8\x00\x0c\xff" + bytes(12),
+        b"\xc9\x00\x00\x00\x08\xff" + bytes(8),
+    ],
+)
+def test_every_timestamp_encoding_is_refused(stamp):
+    for data in (stamp, array(b"\x01", stamp), b"\x81" + stamp + b"\x01"):
+        with pytest.raises(CodecError, match="unsupported data in message: Timestamp"):
+            decode(data)
+
+
+def test_nan_beside_payload_bytes_is_still_canonical():
+    v = decode(array(b"\xc4\x02\x7f\xff", b"\xcb\x7f\xf8" + bytes(6)))
+    assert v[0] == b"\x7f\xff"
+    assert v[1] is NAN
+
+
+def test_payload_bytes_alone_need_no_walk_over_the_value():
+    decoder = Decoder()
+    payloads = [bytes(range(256)), b"\x7f\xff" * 8, b"\xca\x00\x7f\xcb\xd6\x04"]
+    for payload in payloads:
+        assert not decoder._needs_check(encode(record("bench", 1, payload)))
+    for marker in (b"\xca\x7f", b"\xcb\xff", b"\xd7\xff", b"\x0c\xff"):
+        assert decoder._needs_check(encode(record("bench", 1, marker)))  # conservative
+    assert decoder._needs_check(encode(record("bench", 1, b"\xff" * 17)))  # walked instead
+
+
 # ---------------------------------------------------------------------------------------------
 # Limits
 

@@ -8,7 +8,7 @@ sets and dicts, and spread over several events of one packet.
 from __future__ import annotations
 
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
-from feds.relay import PEER, Relay, WireRef, exchange
+from feds.relay import MINE, PEER, Relay, WireRef, exchange
 from feds.values import FrozenDict, Record, Symbol, Value
 
 
@@ -76,3 +76,32 @@ def test_every_reference_is_lowered_wherever_it_is() -> None:
         assert all(r.__class__ is Ref for r in found), arrived
     # Values without references arrive equal (and whole).
     assert got[4] == values[4]
+
+
+def test_lowering_copies_only_the_path_to_each_reference() -> None:
+    membrane = Relay(Scheduler(), "r", PEER)._membrane
+    big = Record(Symbol("pattern"), (FrozenDict({1: Record(Symbol("x"), (1,))}),))
+    v = Record(Symbol("pub"), (big, (1, WireRef(MINE, 3)), b"payload"))
+    membrane.unlowered = 1
+    entries: list = []
+    got = membrane.lower_value(v, entries)
+    assert got.fields[0] is big and got.fields[2] is v.fields[2]
+    assert got.fields[1][0] == 1 and got.fields[1][1].__class__ is Ref
+    assert membrane.unlowered == 0 and len(entries) == 1
+    for holder in (frozenset({(1, WireRef(MINE, 4))}), FrozenDict({"k": big, WireRef(MINE, 5): 2})):
+        membrane.unlowered = 1
+        lowered = membrane.lower_value(holder, entries)
+        assert lowered.__class__ is holder.__class__ and len(lowered) == len(holder)
+        assert refs_in(lowered)[0].__class__ is Ref
+    assert lowered["k"] is big
+    membrane.unlowered = 1
+    labelled = membrane.lower_value(Record(WireRef(MINE, 6), (big,)), entries)  # a generic record
+    assert labelled.label.__class__ is Ref and labelled.fields[0] is big
+
+
+def test_lowering_returns_values_without_references_unchanged() -> None:
+    membrane = Relay(Scheduler(), "r", PEER)._membrane
+    big = Record(Symbol("pattern"), (FrozenDict({1: Record(Symbol("x"), (1,))}),))
+    for v in (big, (big, b"x"), frozenset({(1, big)}), FrozenDict({"k": (big,)})):
+        membrane.unlowered = 1  # a reference elsewhere in the packet: the whole value is walked
+        assert membrane.lower_value(v, []) is v
