@@ -13,6 +13,7 @@ switches (``benchmarks/overlay.py`` measures those, end to end over TCP)::
 
     .venv/bin/python benchmarks/hop.py                        # all protocols, about 1 minute
     .venv/bin/python benchmarks/hop.py --protocols aggregate-subs --profile /tmp/hop.prof
+    .venv/bin/python benchmarks/hop.py --cpu                  # CPU time: steadier when shared
 """
 
 from __future__ import annotations
@@ -132,7 +133,12 @@ class Arrivals:
 
 
 def measure(
-    system: Chain | Single, arrivals: Arrivals, kind: str, n: int, first: int
+    system: Chain | Single,
+    arrivals: Arrivals,
+    kind: str,
+    n: int,
+    first: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[float, float]:
     """Microseconds and turns per event for ``n`` events (a pair counts as two events)."""
     values = [Record(BENCH, (first + i, PAYLOAD)) for i in range(n)]
@@ -140,9 +146,9 @@ def measure(
     before = arrivals.count
     turns = system.scheduler.turns_run
     gc.collect()
-    start = time.perf_counter()
+    start = clock()
     getattr(system, kind)(values)
-    elapsed = time.perf_counter() - start
+    elapsed = clock() - start
     if arrivals.count - before != n or system.watcher.current:
         raise SystemExit(f"{kind}: {arrivals.count - before} of {n} arrivals, or retractions lost")
     return 1e6 * elapsed / events, (system.scheduler.turns_run - turns) / events
@@ -155,7 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=3000, help="events per repetition")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of one repetition")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="measure the process's CPU time instead of wall time (steadier on a shared machine)",
+    )
     args = parser.parse_args(argv)
+    clock = time.process_time if args.cpu else time.perf_counter
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
     arrivals = {name: Arrivals() for name in [PLAIN, *names]}
     systems: dict[str, Chain | Single] = {PLAIN: Single(arrivals[PLAIN])}
@@ -167,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in kinds:
             for name, system in systems.items():
                 samples.setdefault((name, kind), []).append(
-                    measure(system, arrivals[name], kind, args.events, first)
+                    measure(system, arrivals[name], kind, args.events, first, clock)
                 )
                 first += args.events
     if args.profile:
@@ -179,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                 first += args.events
         profiler.disable()
         profiler.dump_stats(args.profile)
-    print(f"{args.nodes}-node chain, {args.events} events, median of {args.reps} repetitions")
+    what = "CPU time" if args.cpu else "wall time"
+    print(f"{args.nodes}-node chain, {args.events} events, median of {args.reps} reps, {what}")
     header = f"{'system':16} {'kind':9} {'µs/event':>9} {'turns/event':>12} {'÷ one dataspace':>16}"
     print(header)
     for kind in kinds:
