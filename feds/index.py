@@ -850,19 +850,25 @@ class Index:
     def add_handler(self, skeleton: Skeleton, callback: Callback) -> None:
         """Install ``callback`` under ``skeleton``; it is told ``"+"`` for each distinct
         captures vector already present. Adding the same pair twice does nothing."""
-        kinds = _skeleton_kinds(skeleton)
-        dirty: list[Node] = []
-        node = self._extend(skeleton.shape, kinds, dirty)
         hkey = (skeleton.capture_paths, skeleton.checks)
-        table = node.cont.table.get(skeleton.const_paths)
-        if table is None:
-            table = self._new_table(node, skeleton.const_paths)
-            table.primary = hkey
-            dirty.append(node)
-        complete = table.complete.get(hkey)
+        dirty: list[Node] = []
+        node = self._find(skeleton.shape)
+        table = None if node is None else node.cont.table.get(skeleton.const_paths)
+        complete = None if table is None else table.complete.get(hkey)
         if complete is None:
+            # New structure for this skeleton: check it all. (Otherwise its shape, const paths
+            # and handler key were checked when the table and handler key were set up.)
+            kinds = _skeleton_kinds(skeleton)
+            node = self._extend(skeleton.shape, kinds, dirty)
+            table = node.cont.table.get(skeleton.const_paths)
+            if table is None:
+                table = self._new_table(node, skeleton.const_paths)
+                table.primary = hkey
+                dirty.append(node)
             complete = table.complete[hkey] = _complete(skeleton)
             table.fns[hkey] = _handler_fns(hkey, kinds, complete)
+        elif len(skeleton.const_values) != len(skeleton.const_paths):
+            raise ValueError("skeleton const_paths and const_values differ in length")
         key = _const_key(skeleton.const_values)
         leaves = table.leaves
         leaf = leaves.get(key, MISSING)
@@ -881,11 +887,10 @@ class Index:
                     if caps is not None:
                         h[caps] = h.get(caps, 0) + 1
             leaf.handlers[hkey] = h
-            leaf.refresh(table.primary)
             table.handlers += 1
-        self._refresh(dirty)
-        if callback in h.callbacks:
+        elif callback in h.callbacks:
             return
+        self._refresh(dirty)
         h.callbacks[callback] = None
         h.set_callbacks()
         leaf.refresh(table.primary)
