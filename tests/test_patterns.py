@@ -408,3 +408,11 @@ def test_compiled_skeleton_agrees_with_match(data: st.DataObject) -> None:
         assert skeleton_match(sk, v) == expected
         if expected is not None:
             assert len(expected) == capture_count(p)
+
+
+def test_bind_of_anything_is_one_shared_value() -> None:
+    from feds import pattern_forms as pf
+
+    assert pf.bind() is pf.bind(pf.DISCARD) is pf.BIND_ANY
+    assert pf.bind() == Record(S("bind"), (pf.DISCARD,))
+    assert pf.bind(pf.lit(1)) == Record(S("bind"), (pf.lit(1),))
