@@ -144,7 +144,8 @@ class Leaf(dict):
 
     def setup(self, cached: list[Value]) -> Leaf:
         self.one: Value = cached[0] if cached else MISSING
-        self.update((id(v), v) for v in cached[1:])
+        if len(cached) > 1:
+            self.update((id(v), v) for v in cached[1:])
         self.handlers: dict[tuple, Handler] = {}
         self.h: Handler | None = None
         self.cb: Callback | None = None
@@ -155,6 +156,10 @@ class Leaf(dict):
 
     def refresh(self, primary: tuple | None) -> None:
         h = self.h = self.handlers.get(primary)  # type: ignore[arg-type]
+        if h is not None and len(self.handlers) == 1:  # the common leaf: just the primary
+            self.cb = h.cb if h.complete else None
+            self.adds = self.removes = self.msgs = ()
+            return
         others = [x for key, x in self.handlers.items() if key != primary]
         self.cb = h.cb if h is not None and h.complete and not others else None
         self.adds = tuple((x.fns[0], x) for x in others)
@@ -890,7 +895,8 @@ class Index:
             table.handlers += 1
         elif callback in h.callbacks:
             return
-        self._refresh(dirty)
+        if dirty:
+            self._refresh(dirty)
         h.callbacks[callback] = None
         h.set_callbacks()
         leaf.refresh(table.primary)
