@@ -486,7 +486,9 @@ def _same_form(p: Any, q: Any) -> bool:
 
 
 _CACHE: dict[Value, tuple[Value, Skeleton]] = {}
-_CACHE_MAX = 4096
+_CACHE_MAX = 1 << 15
+"""Bound on cached skeletons: a subscription flood compiles a few patterns per distinct topic at
+every node, and a cache smaller than that working set is emptied before any entry is reused."""
 
 
 def compile_pattern(p: Value) -> Skeleton:
