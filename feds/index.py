@@ -144,7 +144,8 @@ class Leaf(dict):
 
     def setup(self, cached: list[Value]) -> Leaf:
         self.one: Value = cached[0] if cached else MISSING
-        self.update((id(v), v) for v in cached[1:])
+        if len(cached) > 1:
+            self.update((id(v), v) for v in cached[1:])
         self.handlers: dict[tuple, Handler] = {}
         self.h: Handler | None = None
         self.cb: Callback | None = None
@@ -155,6 +156,10 @@ class Leaf(dict):
 
     def refresh(self, primary: tuple | None) -> None:
         h = self.h = self.handlers.get(primary)  # type: ignore[arg-type]
+        if h is not None and len(self.handlers) == 1:  # the common leaf: just the primary
+            self.cb = h.cb if h.complete else None
+            self.adds = self.removes = self.msgs = ()
+            return
         others = [x for key, x in self.handlers.items() if key != primary]
         self.cb = h.cb if h is not None and h.complete and not others else None
         self.adds = tuple((x.fns[0], x) for x in others)
@@ -850,19 +855,25 @@ class Index:
     def add_handler(self, skeleton: Skeleton, callback: Callback) -> None:
         """Install ``callback`` under ``skeleton``; it is told ``"+"`` for each distinct
         captures vector already present. Adding the same pair twice does nothing."""
-        kinds = _skeleton_kinds(skeleton)
-        dirty: list[Node] = []
-        node = self._extend(skeleton.shape, kinds, dirty)
         hkey = (skeleton.capture_paths, skeleton.checks)
-        table = node.cont.table.get(skeleton.const_paths)
-        if table is None:
-            table = self._new_table(node, skeleton.const_paths)
-            table.primary = hkey
-            dirty.append(node)
-        complete = table.complete.get(hkey)
+        dirty: list[Node] = []
+        node = self._find(skeleton.shape)
+        table = None if node is None else node.cont.table.get(skeleton.const_paths)
+        complete = None if table is None else table.complete.get(hkey)
         if complete is None:
+            # New structure for this skeleton: check it all. (Otherwise its shape, const paths
+            # and handler key were checked when the table and handler key were set up.)
+            kinds = _skeleton_kinds(skeleton)
+            node = self._extend(skeleton.shape, kinds, dirty)
+            table = node.cont.table.get(skeleton.const_paths)
+            if table is None:
+                table = self._new_table(node, skeleton.const_paths)
+                table.primary = hkey
+                dirty.append(node)
             complete = table.complete[hkey] = _complete(skeleton)
             table.fns[hkey] = _handler_fns(hkey, kinds, complete)
+        elif len(skeleton.const_values) != len(skeleton.const_paths):
+            raise ValueError("skeleton const_paths and const_values differ in length")
         key = _const_key(skeleton.const_values)
         leaves = table.leaves
         leaf = leaves.get(key, MISSING)
@@ -881,11 +892,11 @@ class Index:
                     if caps is not None:
                         h[caps] = h.get(caps, 0) + 1
             leaf.handlers[hkey] = h
-            leaf.refresh(table.primary)
             table.handlers += 1
-        self._refresh(dirty)
-        if callback in h.callbacks:
+        elif callback in h.callbacks:
             return
+        if dirty:
+            self._refresh(dirty)
         h.callbacks[callback] = None
         h.set_callbacks()
         leaf.refresh(table.primary)

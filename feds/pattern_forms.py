@@ -53,9 +53,13 @@ ARR_KIND = Record(ARR, ())
 DICT_KIND = Record(DICT, ())
 
 
+BIND_ANY = Record(BIND, (DISCARD,))
+"""``<bind <_>>``: capture anything (shared: patterns are immutable values)."""
+
+
 def bind(p: Value = DISCARD) -> Record:
     """``<bind p>``: match ``p`` and capture the whole matched value."""
-    return Record(BIND, (p,))
+    return BIND_ANY if p is DISCARD else Record(BIND, (p,))
 
 
 def lit(v: Value) -> Record:

@@ -455,20 +455,53 @@ def _compile(p: Value) -> Skeleton:
     )
 
 
+def _same_form(p: Any, q: Any) -> bool:
+    """Whether ``p``, a pattern equal to the valid pattern ``q``, is valid too, judged cheaply.
+
+    Equal values differ only where ``1``, ``1.0`` and ``#t`` meet, so ``p`` is valid if every
+    part that validation looks at has the class of the matching part of ``q``. The contents of a
+    ``<lit>`` are never looked at, nor are those of a set (only ``<one-of>`` holds one). A dict
+    key is only compared as a class where it is a boolean or a float: False then means "not
+    shown", and the caller validates ``p`` in full.
+    """
+    if p is q:
+        return True
+    cls = p.__class__
+    if cls is not q.__class__:
+        return False
+    if cls is Record:
+        if p.label is _LIT:
+            return True
+        return _same_form(p.label, q.label) and all(map(_same_form, p.fields, q.fields))
+    if cls is tuple:
+        return all(map(_same_form, p, q))
+    if cls is FrozenDict:
+        qitems = q._items
+        for k, x in p._items.items():
+            if k.__class__ is bool or k.__class__ is float:
+                return False
+            if not _same_form(x, qitems[k]):
+                return False
+    return True
+
+
 _CACHE: dict[Value, tuple[Value, Skeleton]] = {}
-_CACHE_MAX = 4096
+_CACHE_MAX = 1 << 15
+"""Bound on cached skeletons: a subscription flood compiles a few patterns per distinct topic at
+every node, and a cache smaller than that working set is emptied before any entry is reused."""
 
 
 def compile_pattern(p: Value) -> Skeleton:
     """The :class:`Skeleton` of pattern ``p``; raises :class:`PatternError` if ``p`` is invalid.
 
     Results are cached by pattern value. Because the data model makes ``1``, ``1.0`` and ``#t``
-    equal, an equal-but-not-identical pattern found in the cache is re-validated (cheap) before
-    the cached skeleton is returned, so validity never depends on what was compiled before.
+    equal, an equal-but-not-identical pattern found in the cache is re-validated before the
+    cached skeleton is returned (unless :func:`_same_form` shows that it is valid, which is
+    cheaper), so validity never depends on what was compiled before.
     """
     hit = _CACHE.get(p)
     if hit is not None:
-        if hit[0] is not p:
+        if hit[0] is not p and not _same_form(p, hit[0]):
             validate(p)
         return hit[1]
     skeleton = _compile(p)

@@ -354,6 +354,39 @@ def test_malformed_skeletons_are_refused_before_anything_changes() -> None:
             ix.add_handler(sk, Log())
     assert ix.is_empty()
 
+    ix.add_handler(good, Log())
+    for sk in [
+        Skeleton(good.shape, good.const_paths, (1,), good.capture_paths, good.checks),
+        Skeleton(good.shape, good.const_paths, (), good.capture_paths, (((0,), "no check"),)),
+    ]:  # refused even where the shape and const table already exist
+        with pytest.raises(ValueError):
+            ix.add_handler(sk, Log())
+    assert ix.handler_count() == 1 and ix.stats()["handlers"] == 1
+
+
+def test_handlers_with_new_constants_in_an_existing_table() -> None:
+    ix = Index()
+    for v in (r("a", 1, "x"), r("a", 2, "y"), r("a", 2, "z")):
+        ix.add_assertion(v)
+    one = observe(ix, rec("a", lit(1), bind()))
+    two = observe(ix, rec("a", lit(2), bind()))
+    three = observe(ix, rec("a", lit(3), bind()))
+    assert one.take() == [("+", ("x",))]
+    assert sorted(two.take()) == [("+", ("y",)), ("+", ("z",))]
+    assert three.take() == []
+    ix.add_assertion(r("a", 3, "w"))
+    ix.remove_assertion(r("a", 2, "y"))
+    assert three.take() == [("+", ("w",))] and two.take() == [("-", ("y",))] and one.take() == []
+    ix.remove_handler(compile_pattern(rec("a", lit(2), bind())), two)
+    ix.remove_assertion(r("a", 2, "z"))
+    ix.add_assertion(r("a", 1, "v"))
+    assert two.take() == [] and one.take() == [("+", ("v",))]
+    ix.remove_handler(compile_pattern(rec("a", lit(1), bind())), one)
+    ix.remove_handler(compile_pattern(rec("a", lit(3), bind())), three)
+    for v in (r("a", 1, "x"), r("a", 1, "v"), r("a", 3, "w")):
+        ix.remove_assertion(v)
+    assert ix.is_empty()
+
 
 def test_handlerless_leaves_in_a_live_table_track_every_value() -> None:
     ix = Index()

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from feds import patterns
 from feds.patterns import (
     HasKey,
     PatternError,
@@ -261,6 +262,30 @@ def test_validity_does_not_depend_on_the_compile_cache() -> None:
     with pytest.raises(PatternError):
         compile_pattern(bad_range)
 
+    good_flags = rng(0, 2, True, True)
+    bad_flags = rng(0, 2, 1, True)  # 1 == True, but a flag must be a boolean
+    compile_pattern(good_flags)
+    with pytest.raises(PatternError):
+        compile_pattern(bad_flags)
+    good_keys = rec("k", dct({1: bind()}))
+    bool_keys = rec("k", dct({True: bind()}))  # a dict group takes any key: valid too
+    assert compile_pattern(bool_keys) is compile_pattern(good_keys)
+
+
+def test_equal_patterns_share_one_cached_skeleton() -> None:
+    a = rec("t", lit(r("x", 1, "y")), bind(and_(typ("number"), rng(0, 10))), arr(D, bind()))
+    b = rec("t", lit(r("x", 1, "y")), bind(and_(typ("number"), rng(0, 10))), arr(D, bind()))
+    assert a is not b
+    assert compile_pattern(b) is compile_pattern(a)
+    # a literal's contents may differ in class (1 == 1.0 == #t): still valid, still shared
+    assert compile_pattern(rec("t", lit(1.0))) is compile_pattern(rec("t", lit(True)))
+
+
+def test_the_compile_cache_is_bounded() -> None:
+    for i in range(patterns._CACHE_MAX + 10):
+        assert compile_pattern(rec("bounded", lit(i))).const_values == (i,)
+    assert len(patterns._CACHE) <= patterns._CACHE_MAX
+
 
 # ---- compilation -----------------------------------------------------------------------------
 
@@ -383,3 +408,11 @@ def test_compiled_skeleton_agrees_with_match(data: st.DataObject) -> None:
         assert skeleton_match(sk, v) == expected
         if expected is not None:
             assert len(expected) == capture_count(p)
+
+
+def test_bind_of_anything_is_one_shared_value() -> None:
+    from feds import pattern_forms as pf
+
+    assert pf.bind() is pf.bind(pf.DISCARD) is pf.BIND_ANY
+    assert pf.bind() == Record(S("bind"), (pf.DISCARD,))
+    assert pf.bind(pf.lit(1)) == Record(S("bind"), (pf.lit(1),))

@@ -25,7 +25,7 @@ from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import AT, Protocol, relay_via_at
-from feds.reactive import during, relay
+from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 LOCAL = Symbol("local")
 SUB = Symbol("sub")
 PUB = Symbol("pub")
+
+
+def _ignore(captures: tuple) -> Relayed:
+    """Drop a matching message (the rule is about assertions)."""
+    return None
 
 
 class AggregateSubs(Protocol):
@@ -73,8 +78,8 @@ class AggregateSubs(Protocol):
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         a, b = node.fragment, peer
 
-        def forward(t: Turn, source: Ref, pat: Value) -> None:
-            if source != b:
-                t.publish(a, Record(AT, (b, Record(SUB, (a, pat)))))
+        def forward(c: tuple) -> Relayed:
+            source, pat = c
+            return None if source == b else (a, Record(AT, (b, Record(SUB, (a, pat)))))
 
-        during(turn, a, rec_group(SUB, [bind(), bind()]), forward)
+        relay(turn, a, rec_group(SUB, [bind(), bind()]), forward, _ignore)
