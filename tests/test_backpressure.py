@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -22,6 +21,7 @@ from feds.syntax import parse_pattern
 from feds.transport import LOW_WATER, RECEIVE_SIZE, Backpressure, backlog, pump
 from feds.values import Record, Symbol
 from tests.recording import Recorder
+from tests.threaded import served_in_thread
 
 BENCH = Symbol("bench")
 HIGH, LOW = 64 * 1024, 16 * 1024
@@ -281,26 +281,8 @@ BULK_VALUES = 3000
 @pytest.fixture
 def slow_node() -> Iterator[tuple[NodeRuntime, int, Recorder]]:
     """A node with a slow subscriber, run by a trio thread of its own (for blocking clients)."""
-    box: dict = {}
-    ready = threading.Event()
-
-    async def run() -> None:
-        async with trio.open_nursery() as nursery:
-            box["node"] = await node_with_slow_subscriber(nursery)
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["stop"] = trio.Event()
-            ready.set()
-            await box["stop"].wait()
-            nursery.cancel_scope.cancel()
-
-    thread = threading.Thread(target=trio.run, args=(run,), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield box["node"]
-    finally:
-        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
-        thread.join(5)
+    with served_in_thread(node_with_slow_subscriber) as node:
+        yield node
 
 
 def test_the_blocking_clients_bulk_publish_is_bounded_and_loses_nothing(

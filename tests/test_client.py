@@ -6,6 +6,8 @@ processes; `tests/test_cli.py` runs the nodes as separate processes.
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import trio
 
@@ -14,6 +16,7 @@ from feds.blocking import BlockingClient
 from feds.protocols import protocol_names
 from feds.runtime import Overlay, figures, run_overlay
 from feds.values import record
+from tests.threaded import served_in_thread
 
 BINARY7 = topology.load("topology/binary7.toml")
 
@@ -139,26 +142,7 @@ async def test_connecting_to_nothing_fails_with_a_clear_error() -> None:
 
 
 def test_blocking_client_asserts_queries_watches_and_closes() -> None:
-    ready = trio.Event()
-    box: dict = {}
-
-    async def serve(task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            box["overlay"] = await start(nursery, "aggregate-subs", tcp_links=False)
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["stop"] = trio.Event()
-            ready.set()
-            await box["stop"].wait()
-            nursery.cancel_scope.cancel()
-
-    import threading
-
-    thread = threading.Thread(target=trio.run, args=(serve,), daemon=True)
-    thread.start()
-    while not ready.is_set():
-        trio.run(trio.sleep, 0.01)
-    overlay: Overlay = box["overlay"]
-    try:
+    with served_in_thread(partial(start, protocol="aggregate-subs", tcp_links=False)) as overlay:
         with (
             BlockingClient(overlay.address("a1")) as sensor,
             BlockingClient(overlay.address("b2")) as watcher,
@@ -179,6 +163,3 @@ def test_blocking_client_asserts_queries_watches_and_closes() -> None:
                 sensor.assert_([1, 2])  # a list is not a value
         with pytest.raises(client.FedsError):
             sensor.sync()
-    finally:
-        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
-        thread.join(5)
