@@ -283,6 +283,33 @@ def print_table(title: str, header: list[str], rows: list[list[str]], notes: lis
         print(f"  note: {note}")
 
 
+def room_table(
+    title: str, sizes: list[int], values: list, run: Callable[[Any, list], float], reps: int
+) -> dict[int, dict[str, Cell]]:
+    """Measure and print ``run`` for all three contenders with N room observers, N in ``sizes``."""
+    rows, notes, cells_by_n = [], [], {}
+    for n in sizes:
+        patterns = [room_pattern(i) for i in range(n)]
+        kinds = ["feds", "naive", "dispatcher"]
+        targets = {k: build(k, patterns) for k in kinds}
+        cells = cells_by_n[n] = measure(kinds, targets, values, run, reps)
+        rows.append(
+            [
+                f"{n:,}",
+                fmt_rate(cells["feds"]),
+                fmt_rate(cells["naive"]),
+                fmt_rate(cells["dispatcher"]),
+                ratio(cells["feds"], cells["naive"]),
+                ratio(cells["feds"], cells["dispatcher"]),
+                f"{cells['feds'].cost * 1e9:,.0f}",  # type: ignore[operator]
+            ]
+        )
+        notes += [f"{n} observers, {k}: {c.note}" for k, c in cells.items() if c.note]
+    header = ["observers", "feds", "naive", "dispatcher", "feds/naive", "feds/disp", "feds ns"]
+    print_table(title, header, rows, notes)
+    return cells_by_n
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
@@ -298,27 +325,13 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {}
 
     # room observers: assert + retract
-    rows, notes, room = [], [], {}
-    for n in sizes:
-        patterns = [room_pattern(i) for i in range(n)]
-        kinds = ["feds", "naive", "dispatcher"]
-        targets = {k: build(k, patterns) for k in kinds}
-        cells = measure(kinds, targets, values, assert_retract, reps)
-        room[n] = cells
-        rows.append(
-            [
-                f"{n:,}",
-                fmt_rate(cells["feds"]),
-                fmt_rate(cells["naive"]),
-                fmt_rate(cells["dispatcher"]),
-                ratio(cells["feds"], cells["naive"]),
-                ratio(cells["feds"], cells["dispatcher"]),
-                f"{cells['feds'].cost * 1e9:,.0f}",  # type: ignore[operator]
-            ]
-        )
-        notes += [f"{n} observers, {k}: {c.note}" for k, c in cells.items() if c.note]
-    header = ["observers", "feds", "naive", "dispatcher", "feds/naive", "feds/disp", "feds ns"]
-    print_table('assert+retract pairs/s, observer i on <temp "room-i" $v>', header, rows, notes)
+    room = room_table(
+        'assert+retract pairs/s, observer i on <temp "room-i" $v>',
+        sizes,
+        values,
+        assert_retract,
+        reps,
+    )
     lo, hi = min(sizes), max(sizes)
     small = 10 if 10 in room else lo
     scale = room[hi]["feds"].cost / room[small]["feds"].cost  # type: ignore[operator]
@@ -349,29 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # messages
-    rows, notes = [], []
-    for n in sizes:
-        patterns = [room_pattern(i) for i in range(n)]
-        kinds = ["feds", "naive", "dispatcher"]
-        targets = {k: build(k, patterns) for k in kinds}
-        cells = measure(kinds, targets, values, messages, reps)
-        rows.append(
-            [
-                f"{n:,}",
-                fmt_rate(cells["feds"]),
-                fmt_rate(cells["naive"]),
-                fmt_rate(cells["dispatcher"]),
-                ratio(cells["feds"], cells["naive"]),
-                ratio(cells["feds"], cells["dispatcher"]),
-            ]
-        )
-        notes += [f"{n} observers, {k}: {c.note}" for k, c in cells.items() if c.note]
-    print_table(
-        'messages/s, observer i on <temp "room-i" $v>',
-        ["observers", "feds", "naive", "dispatcher", "feds/naive", "feds/disp"],
-        rows,
-        notes,
-    )
+    room_table('messages/s, observer i on <temp "room-i" $v>', sizes, values, messages, reps)
 
     # a late observer: cold (the first of its shape: the index builds the node and the const
     # table from the assertions held) and warm (another observer of that shape is installed)
