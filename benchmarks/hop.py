@@ -47,7 +47,10 @@ PLAIN = "one dataspace"
 class Chain:
     """``n`` nodes in a chain over zero-latency virtual links, clients at both ends."""
 
-    def __init__(self, protocol: str, n: int, count: Callable[[str, object], None]) -> None:
+    def __init__(
+        self, protocol: str, n: int, count: Callable[[str, object], None], batch: int = 1
+    ) -> None:
+        self.batch = batch
         self.scheduler = s = Scheduler()
         nodes = [SimNode(s, f"n{i}", make_protocol(protocol)) for i in range(n)]
         s.run_until_idle()
@@ -71,8 +74,19 @@ class Chain:
             network.deliver_next()
 
     def messages(self, values: list[Record]) -> None:
-        for v in values:
-            self.workload.send(self.publisher, v)
+        if self.batch == 1:
+            for v in values:
+                self.workload.send(self.publisher, v)
+        else:
+            facet, access = self.publisher.actor_facet, self.publisher.node.access
+            for i in range(0, len(values), self.batch):
+                chunk = values[i : i + self.batch]
+
+                def send(t: Turn, chunk: list[Record] = chunk) -> None:
+                    for v in chunk:
+                        t.message(access, v)
+
+                self.scheduler.enqueue(facet.actor, facet, send)
         self.settle()
 
     def changes(self, values: list[Record]) -> None:
@@ -160,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=3, help="chain length (default 3)")
     parser.add_argument("--events", type=int, default=3000, help="events per repetition")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="messages the publisher sends per turn (default 1; overlay.py's clients batch)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of one repetition")
     parser.add_argument(
         "--cpu",
@@ -171,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
     arrivals = {name: Arrivals() for name in [PLAIN, *names]}
     systems: dict[str, Chain | Single] = {PLAIN: Single(arrivals[PLAIN])}
-    systems.update((name, Chain(name, args.nodes, arrivals[name])) for name in names)
+    systems.update((name, Chain(name, args.nodes, arrivals[name], args.batch)) for name in names)
     kinds = ("messages", "changes")
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
     first = 0
@@ -192,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         profiler.disable()
         profiler.dump_stats(args.profile)
     what = "CPU time" if args.cpu else "wall time"
-    print(f"{args.nodes}-node chain, {args.events} events, median of {args.reps} reps, {what}")
+    print(
+        f"{args.nodes}-node chain, {args.events} events, {args.batch} message(s) per publisher"
+        f" turn, median of {args.reps} reps, {what}"
+    )
     header = f"{'system':16} {'kind':9} {'µs/event':>9} {'turns/event':>12} {'÷ one dataspace':>16}"
     print(header)
     for kind in kinds:
