@@ -335,8 +335,17 @@ class Encoder:
 # Every msgpack container (array, map) starts with one of these bytes, so their count in the data
 # bounds the nesting depth; without enough of them there is no need to measure the depth. (An ext
 # nests nothing: heads are decoded from their payload, the items they head are in the array.)
-_CONTAINER_HEADERS = bytes([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
-_NOT_CONTAINER_HEADERS = bytes(b for b in range(256) if b not in _CONTAINER_HEADERS)
+_ARRAY_HEADERS: Final = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
+_MAP_HEADERS: Final = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
+_NOT_CONTAINER_HEADERS: Final = bytes(
+    b for b in range(256) if b not in _ARRAY_HEADERS and b not in _MAP_HEADERS
+)
+
+
+def _containers(data: bytes) -> int:
+    """How many bytes of ``data`` may start a container (at C speed)."""
+    return len(data.translate(None, _NOT_CONTAINER_HEADERS))
+
 
 # Byte pairs without which msgpack cannot decode a NaN or a timestamp. A NaN has all exponent
 # bits set, so its first byte after the float32 (0xca) or float64 (0xcb) type byte is 0x7f or
@@ -389,7 +398,7 @@ class Decoder:
         self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
         self._interned = self._interner.ids
         try:
-            value = self._unpack(data)  # type: ignore[arg-type]
+            value = self._decode(data)  # type: ignore[arg-type]
         except Exception as e:
             self._open_heads = open_heads
             if isinstance(e, CodecError):
@@ -398,26 +407,85 @@ class Decoder:
         if self._open_heads != open_heads:
             self._open_heads = open_heads
             raise CodecError("a head ext type (record, set, embedded) not first in an array")
-        if self._needs_check(data):  # type: ignore[arg-type]
-            value = _checked(value, self._max_depth)
         return value
+
+    def _decode(self, data: bytes) -> Value:
+        """Decode, then check depth and types where the bytes do not rule out a problem.
+
+        Every msgpack container starts with a byte :func:`_containers` counts, so a frame
+        with no more of them than ``max_depth`` cannot be too deep; one without the bytes that
+        start a NaN or a timestamp (:func:`_may_hold_special`) holds neither. Such a frame, the
+        common one, is decoded by one msgpack call and not looked at again. Any other is decoded
+        item by item (:meth:`_decode_items`), so that only the items the same tests do not clear
+        are walked.
+        """
+        special = _may_hold_special(data)
+        limit = self._max_depth
+        containers = _containers(data) if len(data) > limit else len(data)  # at most that many
+        if containers > limit or special:
+            return self._decode_items(data, containers, special)
+        return self._unpack(data)
 
     def _unpack(self, data: bytes) -> Value:
         # msgpack's own length limits default to the data length: only a longer input needs ours.
         options = self._options if len(data) <= self._max_length else self._long_options
         return msgpack.unpackb(data, **options)
 
-    def _needs_check(self, data: bytes) -> bool:
-        """Whether the data may hold a NaN, a timestamp or deep nesting (cheap, conservative).
+    def _decode_items(self, data: bytes, containers: int, special: bool) -> Value:
+        """Decode a frame that may be too deep or hold a NaN or a timestamp, one item at a time.
 
-        A frame without the bytes 0x7f and 0xff holds neither. Those bytes are common in
-        binary payloads, so when there are few of them only one that can end a NaN's or a
-        timestamp's first two bytes (:data:`_PAIR_FIRSTS` before it) calls for the walk.
+        A batched frame (a turn packet: ``<turn [event ...]>``) holds many containers in all
+        but each event holds few, so rather than walking the whole decoded value this reads the
+        frame with an Unpacker, opening the containers on its *spine* (the top-level value,
+        its last item, that item's last item...) while the bytes left there are too many to
+        clear, and decoding every other item whole. Each such item's byte span gets the tests
+        of :meth:`_decode` on its own, against the depth left at its level, and only an item
+        that fails them is walked (:func:`_checked`). Every item is decoded once, and the
+        bytes counted are those of the frame plus, per opened level, those of one header.
         """
-        if (0x7F in data or 0xFF in data) and _may_hold_special(data):
-            return True
-        limit = self._max_depth
-        return len(data) > limit and len(data.translate(None, _NOT_CONTAINER_HEADERS)) > limit
+        unpacker = msgpack.Unpacker(None, max_buffer_size=len(data), **self._long_options)
+        unpacker.feed(data)
+        value = self._next_item(unpacker, data, containers, self._max_depth, special)
+        if unpacker.tell() != len(data):
+            raise CodecError("unexpected bytes after the end of a value")
+        return value
+
+    def _next_item(
+        self, unpacker: msgpack.Unpacker, data: bytes, containers: int, budget: int, special: bool
+    ) -> Value:
+        """The next value of ``unpacker``, which runs to the end of ``data`` and holds at most
+        ``containers`` container header bytes (and a NaN or timestamp only if ``special``),
+        checked to be at most ``budget`` deep."""
+        start = unpacker.tell()
+        if start >= len(data):
+            raise CodecError("truncated data")
+        header = data[start]
+        is_map = header in _MAP_HEADERS
+        if not (containers > budget or special) or not (is_map or header in _ARRAY_HEADERS):
+            value = unpacker.unpack()
+            return _checked(value, budget) if containers > budget or special else value
+        if budget < 1:
+            raise CodecError(f"data nested deeper than max_depth ({self._max_depth})")
+        length = unpacker.read_map_header() if is_map else unpacker.read_array_header()
+        if length > self._max_length:
+            raise CodecError(f"collection too long: {length} exceeds {self._max_length}")
+        containers -= _containers(data[start : unpacker.tell()])
+        items = []
+        for _ in range(2 * length - 1 if is_map else length - 1):  # all but the last
+            begin = unpacker.tell()
+            item = unpacker.unpack()
+            span = data[begin : unpacker.tell()]
+            count = _containers(span)
+            containers -= count
+            if count >= budget or (special and _may_hold_special(span)):
+                item = _checked(item, budget - 1)
+            items.append(item)
+        if length:  # the last item runs to the end of the data
+            special = special and _may_hold_special(data, unpacker.tell())
+            items.append(self._next_item(unpacker, data, containers, budget - 1, special))
+        if is_map:
+            return self._on_map(list(zip(items[::2], items[1::2], strict=True)))
+        return self._on_array(tuple(items))
 
     def _on_ext(self, code: int, data: bytes) -> Any:
         if code == RECORD:  # the most common ext: every record with a symbol label has one
@@ -502,13 +570,21 @@ class Decoder:
             raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
 
 
-def _may_hold_special(data: bytes) -> bool:
-    """Whether ``data`` may encode a NaN or a timestamp (or is too big or busy to tell cheaply)."""
-    if len(data) > _PAIR_SEARCH_MAX_BYTES:
+def _may_hold_special(data: bytes, start: int = 0) -> bool:
+    """Whether ``data[start:]`` may encode a NaN or a timestamp (cheap, conservative).
+
+    Data without the bytes 0x7f and 0xff holds neither. Those bytes are common in binary
+    payloads, so when there are few of them only one that can end a NaN's or a timestamp's
+    first two bytes (:data:`_PAIR_FIRSTS` before it) counts; past :data:`_PAIR_SEARCH_MAX_BYTES`
+    bytes or :data:`_PAIR_SEARCH_MAX` of them, any does.
+    """
+    if data.find(0x7F, start) == -1 and data.find(0xFF, start) == -1:
+        return False
+    if len(data) - start > _PAIR_SEARCH_MAX_BYTES:
         return True
     seen = 0
     for second in (0x7F, 0xFF):
-        i = data.find(second, 1)
+        i = data.find(second, start + 1)
         while i != -1:
             seen += 1
             if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
@@ -541,7 +617,9 @@ def _translate(e: Exception) -> CodecError:
         return CodecError("invalid msgpack (a reserved type byte)")
     if isinstance(e, UnicodeDecodeError):
         return CodecError(f"invalid UTF-8 in a string: {e.reason}")
-    if isinstance(e, ValueError) and "incomplete input" in str(e):
+    if isinstance(e, msgpack.OutOfData) or (
+        isinstance(e, ValueError) and "incomplete input" in str(e)
+    ):
         return CodecError("truncated data")
     if isinstance(e, ValueError) and "exceeds max_" in str(e):
         return CodecError(f"collection too long: {e}")

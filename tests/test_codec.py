@@ -23,6 +23,7 @@ from feds.codec import (
     Encoder,
     FrameDecoder,
     Limits,
+    _may_hold_special,
     decode,
     encode,
     encode_frame,
@@ -228,7 +229,7 @@ def test_huge_integers():
         (b"\x91\xd7\xff" + bytes(8), "unsupported data in message: Timestamp"),
         (b"\xc7\x03\xff\x00\x00\x00", "invalid data"),
         (b"\xdd\xff\xff\xff\xff", "collection too long"),
-        (b"\x91" * 2000 + b"\x00", "nested too deeply"),
+        (b"\x91" * 2000 + b"\x00", "nested deeper than max_depth"),
     ],
 )
 def test_bad_input(data, message):
@@ -307,13 +308,12 @@ def test_nan_beside_payload_bytes_is_still_canonical():
 
 
 def test_payload_bytes_alone_need_no_walk_over_the_value():
-    decoder = Decoder()
     payloads = [bytes(range(256)), b"\x7f\xff" * 8, b"\xca\x00\x7f\xcb\xd6\x04"]
     for payload in payloads:
-        assert not decoder._needs_check(encode(record("bench", 1, payload)))
+        assert not _may_hold_special(encode(record("bench", 1, payload)))
     for marker in (b"\xca\x7f", b"\xcb\xff", b"\xd7\xff", b"\x0c\xff"):
-        assert decoder._needs_check(encode(record("bench", 1, marker)))  # conservative
-    assert decoder._needs_check(encode(record("bench", 1, b"\xff" * 17)))  # walked instead
+        assert _may_hold_special(encode(record("bench", 1, marker)))  # conservative
+    assert _may_hold_special(encode(record("bench", 1, b"\xff" * 17)))  # walked instead
 
 
 # ---------------------------------------------------------------------------------------------
