@@ -24,6 +24,12 @@ code   name            ext payload                       meaning
                                                          being what ``encode_embedded`` made of it
 6      GENERIC_RECORD  empty                             head: ``[head label field ...]`` is a
                                                          record whose label is not a symbol
+7      DEFINE          the cache slot (2 bytes,          head: ``[head field ...]`` is a record
+                       big-endian), then the UTF-8       whose label is that symbol, which the
+                       name of the label                 stream's value cache now holds in that
+                                                         slot (value cache only)
+8      CACHED          the cache slot (2 bytes,          the value the cache holds in that slot
+                       big-endian)                       (value cache only)
 =====  ==============  ================================  ==========================================
 
 Keeping records flat (rather than nesting msgpack inside ext payloads) lets one msgpack call decode
@@ -36,6 +42,15 @@ a name or an interned value, decode to the same object (from a bounded table per
 :class:`Interner`), so a value that arrives again and again (a subscription pattern) compares
 by identity with the copy a node already holds.
 
+An :class:`Encoder` and a :class:`Decoder` for one stream (one direction of a relay's
+connection) may share a *value cache*: the encoder defines an interned record in a slot of its
+choice the first time it sends it (:data:`DEFINE`) and from then on sends just the slot
+(:data:`CACHED`, four bytes), which the decoder turns back into the object it built the first
+time, without decoding, interning or checking it again. Only small values without references,
+floats or timestamps may be cached (:data:`CACHE_MAX_WEIGHT`, :data:`CACHE_MAX_TEXT`); a
+reference to a slot never defined, a slot out of range or a definition of anything else is a
+:class:`CodecError`. The cache is opt-in: the module-level functions never use one.
+
 A frame on a byte stream is a 4-byte big-endian length followed by that many bytes of msgpack
 (:func:`encode_frame`, :class:`FrameDecoder`). Every problem with incoming data raises
 :class:`CodecError` and nothing else; :class:`Limits` bounds frame size, nesting depth and
@@ -46,7 +61,7 @@ calls; each must be used by one thread at a time (the module-level functions kee
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final, Protocol
@@ -58,7 +73,12 @@ from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value
 
 __all__ = [
     "BIGINT",
+    "CACHED",
+    "CACHE_MAX_SLOTS",
+    "CACHE_MAX_TEXT",
+    "CACHE_MAX_WEIGHT",
     "DEFAULT_LIMITS",
+    "DEFINE",
     "EMBEDDED",
     "GENERIC_RECORD",
     "NEED_DATA",
@@ -83,6 +103,8 @@ SET: Final = 3
 BIGINT: Final = 4
 EMBEDDED: Final = 5
 GENERIC_RECORD: Final = 6
+DEFINE: Final = 7
+CACHED: Final = 8
 
 FRAME_HEADER_SIZE: Final = 4
 
@@ -130,13 +152,20 @@ _new_tuple = tuple.__new__
 
 
 class _Head:
-    """What the decoder makes of a head ext, until the array it starts is complete."""
+    """What the decoder makes of a head ext, until the array it starts is complete.
 
-    __slots__ = ("kind", "label")
+    A :data:`DEFINE` head also has the slot it fills and the :data:`RECORD` head of its label.
+    """
 
-    def __init__(self, kind: int, label: Symbol | None = None) -> None:
+    __slots__ = ("base", "kind", "label", "slot")
+
+    def __init__(
+        self, kind: int, label: Symbol | None = None, base: _Head | None = None, slot: int = 0
+    ) -> None:
         self.kind = kind
         self.label = label
+        self.base = base
+        self.slot = slot
 
 
 class _BoundedCache(dict):
@@ -258,45 +287,162 @@ class Interner:
 
 
 # ---------------------------------------------------------------------------------------------
+# The value cache of a connection
+
+CACHE_MAX_SLOTS: Final = 2**16
+"""Most slots of a value cache (a slot number is two bytes on the wire)."""
+CACHE_MAX_WEIGHT: Final = 256
+"""Most atoms, records and dicts, counted down the whole tree, in a cached value."""
+CACHE_MAX_TEXT: Final = 64
+"""Longest string or symbol name (label included) inside a cached value, in characters."""
+
+_UNCACHEABLE_MAX: Final = 1024  # interned values an encoder remembers it may not cache
+
+
+class _Cached:
+    """A value in a cache table, measured when it was defined (:func:`_measure`).
+
+    An encoder keeps the ext that refers to its slot; a decoder counts the slots holding it
+    (interning can make two definitions one object).
+    """
+
+    __slots__ = ("depth", "ext", "holders", "value", "weight")
+
+    def __init__(self, value: Value, weight: int, depth: int) -> None:
+        self.value = value
+        self.weight = weight
+        self.depth = depth
+        self.ext: ExtType | None = None
+        self.holders = 0
+
+
+def _measure(v: Value, cached: dict[int, _Cached], budget: int) -> tuple[int, int] | None:
+    """``(weight, depth)`` of a value a cache may hold, or None if it may not hold it.
+
+    A cached value is built only of symbols and strings of at most :data:`CACHE_MAX_TEXT`
+    characters, 64-bit integers, ``None``, records with a symbol label, and dicts: no
+    references, floats or timestamps, so a decoder never has to look inside it again. Its
+    *weight* (every atom, record and dict down the tree, however shared) is at most ``budget``,
+    so a reference to a slot stands for a bounded amount of data. Values in ``cached`` count
+    with their known measure, unwalked; each level of the recursion uses up some budget.
+    """
+    cls = v.__class__
+    if cls is Symbol:
+        return _ATOM_MEASURE if len(v.name) <= CACHE_MAX_TEXT else None
+    if cls is str:
+        return _ATOM_MEASURE if len(v) <= CACHE_MAX_TEXT else None
+    if cls is int:
+        return _ATOM_MEASURE if _INT_MIN <= v <= _INT_MAX else None
+    if v is None:
+        return _ATOM_MEASURE
+    entry = cached.get(id(v))
+    if entry is not None:
+        return (entry.weight, entry.depth) if entry.weight <= budget else None
+    if cls is Record:
+        label = v.label
+        if label.__class__ is not Symbol or len(label.name) > CACHE_MAX_TEXT:
+            return None
+        items: Iterable[Value] = v.fields
+    elif cls is FrozenDict:
+        items = chain.from_iterable(v.items())
+    else:
+        return None
+    weight, depth = 1, 0
+    for item in items:
+        if weight >= budget:
+            return None
+        measure = _measure(item, cached, budget - weight)
+        if measure is None:
+            return None
+        weight += measure[0]
+        depth = max(depth, measure[1])
+    return weight, depth + 1
+
+
+_ATOM_MEASURE: Final = (1, 0)
+
+
+def _slot_bytes(slot: int) -> bytes:
+    return slot.to_bytes(2, "big")
+
+
+def _check_cache_slots(cache_slots: int) -> None:
+    if not 0 <= cache_slots <= CACHE_MAX_SLOTS:
+        raise ValueError(f"cache_slots must be between 0 and {CACHE_MAX_SLOTS}")
+
+
+# ---------------------------------------------------------------------------------------------
 # Encoding
 
 
 class Encoder:
     """Encodes values with one reusable msgpack Packer.
 
+    With ``cache_slots``, the encoder keeps a value cache of that many slots for one stream
+    (one direction of a connection), mirrored by the :class:`Decoder` at the far end, which
+    must have at least as many: a record held by the calling thread's :class:`Interner` (so
+    probably reused, and made only of small atoms and values interned before) is *defined* in
+    a slot the first time it is encoded, and sent as that slot's number after that. Slots are
+    reused round robin. The decoder learns the definitions in the order of the stream, so
+    every encoding must reach it, in the order made: :meth:`encode` forgets the definitions
+    of an encoding it fails (or that is over ``max_size``), and bytes it returned must not
+    be dropped.
+
     Not thread-safe, and not reentrant: the embedded hooks must not call this same encoder.
     """
 
-    def __init__(self, embedded: EmbeddedHooks | None = None, limits: Limits = DEFAULT_LIMITS):
+    def __init__(
+        self,
+        embedded: EmbeddedHooks | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        cache_slots: int = 0,
+    ):
+        _check_cache_slots(cache_slots)
         self.embedded = embedded
         self.limits = limits
+        self._slots: list[_Cached | None] = [None] * cache_slots
+        self._cached: dict[int, _Cached] = {}  # id() of each value in a slot -> its entry
+        self._next_slot = 0
+        self._defined: list[tuple[int, _Cached | None]] = []  # this encoding's (slot, previous)
+        self._uncacheable: dict[int, Value] = {}  # interned values too big to cache, by id()
+        self._interned: set[int] = set()  # the encoding thread's Interner.ids
         self._pack = msgpack.Packer(
-            default=self._default, use_bin_type=True, autoreset=True, datetime=False
+            default=self._default_cached if cache_slots else self._default,
+            use_bin_type=True,
+            autoreset=True,
+            datetime=False,
         ).pack
 
-    def encode(self, v: Value) -> bytes:
-        """The msgpack bytes of ``v``; raises :class:`CodecError` if it cannot be encoded."""
+    def encode(self, v: Value, *, max_size: int | None = None) -> bytes:
+        """The msgpack bytes of ``v``.
+
+        Raises :class:`CodecError` if ``v`` cannot be encoded or its encoding is longer than
+        ``max_size``; the cache then holds what it held before.
+        """
+        if self._slots:
+            self._interned = _thread_interner().ids  # the calling thread's
         try:
-            return self._pack(v)
-        except CodecError:
+            data = self._pack(v)
+        except BaseException as e:
+            if self._defined:
+                self._undefine()
+            if isinstance(e, Exception):
+                raise _encoding_error(e) from None
             raise
-        except UnicodeEncodeError:
-            raise CodecError("a string is not valid Unicode (it contains a surrogate)") from None
-        except ValueError as e:
-            if "recursion limit" in str(e):
-                raise CodecError("value nested too deeply to encode") from None
-            raise CodecError(f"cannot encode value: {e}") from None
-        except (TypeError, OverflowError, RecursionError) as e:
-            raise CodecError(f"cannot encode value: {e}") from None
+        if max_size is not None and len(data) > max_size:
+            if self._defined:
+                self._undefine()
+            raise CodecError(
+                f"encoded value is {len(data)} bytes, more than max_frame_size allows ({max_size})"
+            )
+        if self._defined:
+            self._defined.clear()
+        return data
 
     def encode_frame(self, v: Value) -> bytes:
         """One frame: a 4-byte big-endian length and the encoding of ``v``."""
-        body = self.encode(v)
-        if len(body) > self.limits.max_frame_size:
-            raise CodecError(
-                f"encoded value is {len(body)} bytes, more than max_frame_size "
-                f"({self.limits.max_frame_size})"
-            )
+        body = self.encode(v, max_size=self.limits.max_frame_size)
         return len(body).to_bytes(FRAME_HEADER_SIZE, "big") + body
 
     def _default(self, obj: Any) -> Any:
@@ -327,6 +473,64 @@ class Encoder:
                 raise CodecError(f"cannot encode the reference {obj!r} without embedded hooks")
             return [_EMBEDDED_HEAD_EXT, self.embedded.encode_embedded(obj)]
         raise CodecError(f"cannot encode {obj!r}: not a feds value (a {cls.__name__})")
+
+    def _default_cached(self, obj: Any) -> Any:
+        """:meth:`_default` with a cache: a cached record is its slot, an interned one defined."""
+        if obj.__class__ is Record:
+            entry = self._cached.get(id(obj))
+            if entry is not None and entry.value is obj:
+                return entry.ext
+            if id(obj) in self._interned:
+                definition = self._define(obj)
+                if definition is not None:
+                    return definition
+        return self._default(obj)
+
+    def _define(self, obj: Record) -> list | None:
+        """``[DEFINE head, field ...]`` putting ``obj`` in the next slot; None if it may not."""
+        slots = self._slots
+        if len(self._defined) == len(slots) or self._uncacheable.get(id(obj)) is obj:
+            return None  # one encoding never reuses a slot: the decoder fills them bottom-up
+        measure = _measure(obj, self._cached, CACHE_MAX_WEIGHT)
+        if measure is None:
+            if len(self._uncacheable) >= _UNCACHEABLE_MAX:
+                self._uncacheable.clear()
+            self._uncacheable[id(obj)] = obj
+            return None
+        slot = self._next_slot
+        self._next_slot = (slot + 1) % len(slots)
+        previous = slots[slot]
+        if previous is not None:
+            del self._cached[id(previous.value)]
+        entry = _Cached(obj, *measure)
+        entry.ext = _ext(CACHED, _slot_bytes(slot))
+        slots[slot] = self._cached[id(obj)] = entry
+        self._defined.append((slot, previous))
+        name = obj.label.name.encode("utf-8")
+        return [_ext(DEFINE, _slot_bytes(slot) + name), *obj.fields]
+
+    def _undefine(self) -> None:
+        """Forget the definitions of the encoding under way: the decoder will not see them."""
+        for slot, previous in reversed(self._defined):
+            del self._cached[id(self._slots[slot].value)]  # type: ignore[union-attr]
+            self._slots[slot] = previous
+            if previous is not None:
+                self._cached[id(previous.value)] = previous
+        self._next_slot = self._defined[0][0]
+        self._defined.clear()
+
+
+def _encoding_error(e: Exception) -> Exception:
+    """What :meth:`Encoder.encode` raises for an exception from msgpack or a hook."""
+    if isinstance(e, CodecError):
+        return e
+    if isinstance(e, UnicodeEncodeError):
+        return CodecError("a string is not valid Unicode (it contains a surrogate)")
+    if isinstance(e, ValueError) and "recursion limit" in str(e):
+        return CodecError("value nested too deeply to encode")
+    if isinstance(e, ValueError | TypeError | OverflowError | RecursionError):
+        return CodecError(f"cannot encode value: {e}")
+    return e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,14 +565,32 @@ _ATOMS = frozenset({type(None), bool, int, str, bytes, Symbol})
 
 
 class Decoder:
-    """Decodes values with prebuilt msgpack hooks. Not thread-safe (it counts heads in flight)."""
+    """Decodes values with prebuilt msgpack hooks. Not thread-safe (it counts heads in flight).
 
-    def __init__(self, embedded: EmbeddedHooks | None = None, limits: Limits = DEFAULT_LIMITS):
+    With ``cache_slots``, the decoder keeps the value cache of one stream, as the
+    :class:`Encoder` at the far end fills it (with at most as many slots); without, it refuses
+    the cache's ext types. A value referred to by its slot is the very object the definition
+    made, interned like any other. Since the cache must match the encoder's, a decoder with a
+    cache that raised :class:`CodecError` raises it again for every later input.
+    """
+
+    def __init__(
+        self,
+        embedded: EmbeddedHooks | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        cache_slots: int = 0,
+    ):
+        _check_cache_slots(cache_slots)
         self.embedded = embedded
         self.limits = limits
         self._max_depth = limits.max_depth
         self._max_length = limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
+        self._slots: list[_Cached | None] = [None] * cache_slots
+        self._cached: dict[int, _Cached] = {}  # id() of each value in a slot -> its entry
+        self._ref_depth = 0  # depth of the deepest cached value referred to (by one item)
+        self._broken: CodecError | None = None
         self._interner = _thread_interner()
         self._interned = self._interner.ids  # id() of the values it holds
         self._options: dict[str, Any] = {  # msgpack's, built once (hooks bound once)
@@ -394,26 +616,39 @@ class Decoder:
                 f"data is {len(data)} bytes, more than max_frame_size "
                 f"({self.limits.max_frame_size})"
             )
+        if self._broken is not None:
+            raise self._broken
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
+        ref_depth = self._ref_depth  # likewise
         self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
         self._interned = self._interner.ids
         try:
             value = self._decode(data)  # type: ignore[arg-type]
+            if self._open_heads != open_heads:
+                raise CodecError("a head ext type (record, set, embedded) not first in an array")
         except Exception as e:
             self._open_heads = open_heads
-            if isinstance(e, CodecError):
-                raise
-            raise _translate(e) from None
-        if self._open_heads != open_heads:
-            self._open_heads = open_heads
-            raise CodecError("a head ext type (record, set, embedded) not first in an array")
+            error = e if isinstance(e, CodecError) else _translate(e)
+            if self._slots:  # the cache may no longer match the encoder's
+                self._broken = error
+            raise error from None
+        finally:
+            self._ref_depth = ref_depth
         return value
+
+    def known_ref_free(self, v: Value) -> bool:
+        """Whether ``v`` is known to hold no embedded reference, without looking inside it.
+
+        True for a value the calling thread has interned and one in this decoder's cache.
+        """
+        return id(v) in self._interned or id(v) in self._cached
 
     def _decode(self, data: bytes) -> Value:
         """Decode, then check depth and types where the bytes do not rule out a problem.
 
         Every msgpack container starts with a byte :func:`_containers` counts, so a frame
-        with no more of them than ``max_depth`` cannot be too deep; one without the bytes that
+        with no more of them than ``max_depth`` (less the depth of any cached value it refers
+        to, which :meth:`_on_ext` notes) cannot be too deep; one without the bytes that
         start a NaN or a timestamp (:func:`_may_hold_special`) holds neither. Such a frame, the
         common one, is decoded by one msgpack call and not looked at again. Any other is decoded
         item by item (:meth:`_decode_items`), so that only the items the same tests do not clear
@@ -424,7 +659,11 @@ class Decoder:
         containers = _containers(data) if len(data) > limit else len(data)  # at most that many
         if containers > limit or special:
             return self._decode_items(data, containers, special)
-        return self._unpack(data)
+        self._ref_depth = 0
+        value = self._unpack(data)
+        if containers + self._ref_depth > limit:  # a cached value it refers to may be deep
+            value = _checked(value, limit, self._cached)
+        return value
 
     def _unpack(self, data: bytes) -> Value:
         # msgpack's own length limits default to the data length: only a longer input needs ours.
@@ -462,8 +701,11 @@ class Decoder:
         header = data[start]
         is_map = header in _MAP_HEADERS
         if not (containers > budget or special) or not (is_map or header in _ARRAY_HEADERS):
+            self._ref_depth = 0
             value = unpacker.unpack()
-            return _checked(value, budget) if containers > budget or special else value
+            if containers + self._ref_depth > budget or special:
+                value = _checked(value, budget, self._cached)
+            return value
         if budget < 1:
             raise CodecError(f"data nested deeper than max_depth ({self._max_depth})")
         length = unpacker.read_map_header() if is_map else unpacker.read_array_header()
@@ -473,12 +715,13 @@ class Decoder:
         items = []
         for _ in range(2 * length - 1 if is_map else length - 1):  # all but the last
             begin = unpacker.tell()
+            self._ref_depth = 0
             item = unpacker.unpack()
             span = data[begin : unpacker.tell()]
             count = _containers(span)
             containers -= count
-            if count >= budget or (special and _may_hold_special(span)):
-                item = _checked(item, budget - 1)
+            if count + self._ref_depth >= budget or (special and _may_hold_special(span)):
+                item = _checked(item, budget - 1, self._cached)
             items.append(item)
         if length:  # the last item runs to the end of the data
             special = special and _may_hold_special(data, unpacker.tell())
@@ -493,6 +736,26 @@ class Decoder:
             return _heads.get(data) or _heads.remember(data, _Head(RECORD, _symbol_named(data)))
         if code == SYMBOL:
             return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
+        if code == CACHED:  # a value defined earlier in the stream
+            if len(data) != 2:
+                raise CodecError("a cache slot number must be 2 bytes")
+            slot = int.from_bytes(data, "big")
+            entry = self._slots[slot] if slot < len(self._slots) else None
+            if entry is None:
+                raise CodecError(f"cache slot {slot} is not defined")
+            if entry.depth > self._ref_depth:
+                self._ref_depth = entry.depth
+            return entry.value
+        if code == DEFINE:
+            if len(data) < 2:
+                raise CodecError("a definition must start with a 2-byte cache slot number")
+            slot = int.from_bytes(data[:2], "big")
+            if slot >= len(self._slots):
+                raise CodecError(f"cache slot {slot} out of range ({len(self._slots)} slots)")
+            name = data[2:]
+            base = _heads.get(name) or _heads.remember(name, _Head(RECORD, _symbol_named(name)))
+            self._open_heads += 1
+            return _Head(DEFINE, base.label, base, slot)
         if code in _EMPTY_PAYLOAD_HEADS:
             if data:
                 raise CodecError(f"the head ext type {code} must have an empty payload")
@@ -507,13 +770,16 @@ class Decoder:
     def _on_array(self, items: tuple) -> Value:
         if not items or items[0].__class__ is not _Head:
             return items
-        self._open_heads -= 1
         head = items[0]
         if head.kind == RECORD:
+            self._open_heads -= 1
             last = items[-1]  # a name or an interned value, if the record may be interned
             if last.__class__ in _NAMES or last is head or id(last) in self._interned:
                 return self._intern_record(head, items)
             return Record(head.label, items[1:])
+        if head.kind == DEFINE:  # the record it defines closes its head
+            return self._define(head.slot, self._on_array((head.base, *items[1:])))
+        self._open_heads -= 1
         if head.kind == GENERIC_RECORD:
             if len(items) < 2:
                 raise CodecError("a record with no label")
@@ -526,6 +792,23 @@ class Decoder:
         if len(items) != 2:
             raise CodecError("an embedded reference must be [head, value]")
         return self._embedded(items[1])
+
+    def _define(self, slot: int, value: Record) -> Record:
+        """Put a decoded definition in its slot (the encoder chose the slot: obey)."""
+        measure = _measure(value, self._cached, CACHE_MAX_WEIGHT)
+        if measure is None:
+            raise CodecError(f"cache slot {slot} defined as a value that may not be cached")
+        previous = self._slots[slot]
+        if previous is not None:
+            previous.holders -= 1
+            if not previous.holders:
+                del self._cached[id(previous.value)]
+        entry = self._cached.get(id(value))
+        if entry is None:
+            entry = self._cached[id(value)] = _Cached(value, *measure)
+        entry.holders += 1
+        self._slots[slot] = entry
+        return value
 
     def _intern_record(self, head: _Head, items: tuple) -> Record:
         """The record of ``items``: the interned one if it qualifies (:class:`Interner`)."""
@@ -561,7 +844,7 @@ class Decoder:
             and self._max_depth > 1
             and _ATOMS.issuperset(map(type, payload))
         ):  # anything but a flat sequence of atoms (a relay's [kind oid]) needs the full check
-            payload = _checked(payload, self._max_depth - 1)
+            payload = _checked(payload, self._max_depth - 1, self._cached)
         try:
             return self.embedded.decode_embedded(payload)
         except CodecError:
@@ -626,14 +909,18 @@ def _translate(e: Exception) -> CodecError:
     return CodecError(f"invalid data: {type(e).__name__}: {e}")
 
 
-def _checked(v: Value, max_depth: int) -> Value:
-    """``v`` after checking its depth and its types, with every NaN replaced by NAN."""
-    if _scan(v, max_depth):
-        return _canonical(v)  # recursion is safe: _scan bounded the depth
+def _checked(v: Value, max_depth: int, cached: dict[int, _Cached]) -> Value:
+    """``v`` after checking its depth and its types, with every NaN replaced by NAN.
+
+    Values in ``cached`` (a decoder's cache) are not looked into: their depth is known and they
+    hold no float, so the walk costs no more than the bytes it was decoded from.
+    """
+    if _scan(v, max_depth, cached):
+        return _canonical(v, cached)  # recursion is safe: _scan bounded the depth
     return v
 
 
-def _scan(v: Value, max_depth: int) -> bool:
+def _scan(v: Value, max_depth: int, cached: dict[int, _Cached]) -> bool:
     """Check depth and types without recursion; True if some NaN must be replaced."""
     needs_rebuild = False
     stack: list[tuple[Value, int]] = [(v, 1)]
@@ -642,14 +929,19 @@ def _scan(v: Value, max_depth: int) -> bool:
         if x.__class__ is float:
             needs_rebuild = needs_rebuild or (x != x and x is not NAN)
             continue
-        children = _children(x)
-        if children is None:
-            continue
+        if cached and id(x) in cached:
+            children = None
+            depth += cached[id(x)].depth - 1  # the depth of its deepest container
+        else:
+            children = _children(x)
+            if children is None:
+                continue
         if depth > max_depth:
             raise CodecError(f"data nested deeper than max_depth ({max_depth})")
-        for child in children:
-            if child.__class__ not in _ATOMS:
-                stack.append((child, depth + 1))
+        if children is not None:
+            for child in children:
+                if child.__class__ not in _ATOMS:
+                    stack.append((child, depth + 1))
     return needs_rebuild
 
 
@@ -667,21 +959,25 @@ def _children(x: Value) -> Any:
     raise CodecError(f"unsupported data in message: {cls.__name__}")  # e.g. a msgpack timestamp
 
 
-def _canonical(x: Value) -> Value:
+def _canonical(x: Value, cached: dict[int, _Cached]) -> Value:
     cls = x.__class__
     if cls is float:
         return NAN if x != x else x
+    if id(x) in cached:
+        return x
     if cls is tuple:
-        return tuple(_canonical(i) for i in x)
+        return tuple(_canonical(i, cached) for i in x)
     if cls is Record:
-        return Record(_canonical(x.label), tuple(_canonical(f) for f in x.fields))
+        label = _canonical(x.label, cached)
+        return Record(label, tuple(_canonical(f, cached) for f in x.fields))
     if cls is frozenset:
-        result = frozenset(_canonical(i) for i in x)
+        result = frozenset(_canonical(i, cached) for i in x)
         if len(result) != len(x):
             raise CodecError("duplicate element in a set")
         return result
     if cls is FrozenDict:
-        return _frozendict_from_pairs([(_canonical(k), _canonical(i)) for k, i in x.items()])
+        pairs = [(_canonical(k, cached), _canonical(i, cached)) for k, i in x.items()]
+        return _frozendict_from_pairs(pairs)
     return x
 
 
@@ -706,11 +1002,18 @@ class FrameDecoder:
     A frame whose length prefix is above ``max_frame_size`` raises :class:`CodecError` as soon as
     its 4 header bytes arrive, and the stream is unusable after that (every later call raises
     again). A frame with a good length but a bad body raises when it is taken and is consumed,
-    so the next frame can still be read.
+    so the next frame can still be read, unless ``cache_slots`` gives the :attr:`decoder` a
+    value cache (which may then differ from the sender's, so every later frame raises too).
     """
 
-    def __init__(self, *, embedded: EmbeddedHooks | None = None, limits: Limits = DEFAULT_LIMITS):
-        self._decoder = Decoder(embedded, limits)
+    def __init__(
+        self,
+        *,
+        embedded: EmbeddedHooks | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        cache_slots: int = 0,
+    ):
+        self.decoder = Decoder(embedded, limits, cache_slots=cache_slots)
         self._max_frame = limits.max_frame_size
         self._buffer = bytearray()
         self._start = 0  # offset of the first frame not yet taken
@@ -745,7 +1048,7 @@ class FrameDecoder:
             return NEED_DATA
         frame = bytes(buffer[body:end])
         self._consume(end)
-        return self._decoder.decode(frame)
+        return self.decoder.decode(frame)
 
     def frames(self) -> Iterator[Value]:
         """Yield the value of every complete buffered frame."""

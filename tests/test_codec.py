@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from feds.codec import (
     BIGINT,
+    CACHED,
+    DEFINE,
     EMBEDDED,
     GENERIC_RECORD,
     NEED_DATA,
@@ -211,7 +213,9 @@ def test_huge_integers():
         (b"\xa2\xff\xfe", "invalid UTF-8 in a string"),
         (ext(SYMBOL, b"\xff"), "invalid UTF-8 in a symbol"),
         (array(ext(RECORD, b"\xff")), "invalid UTF-8 in a symbol"),
-        (ext(7, b"\x00"), "unknown ext type code 7"),
+        (ext(9, b"\x00"), "unknown ext type code 9"),
+        (ext(CACHED, b"\x00\x00"), "cache slot 0 is not defined"),  # no cache: no slot
+        (array(ext(DEFINE, b"\x00\x00x")), "cache slot 0 out of range \\(0 slots\\)"),
         (array(ext(GENERIC_RECORD)), "a record with no label"),
         (array(ext(SET, b"x")), "the head ext type 3 must have an empty payload"),
         (array(ext(EMBEDDED, b"x"), b"\x01"), "the head ext type 5 must have an empty payload"),
