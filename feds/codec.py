@@ -703,8 +703,8 @@ class Decoder:
         if not (containers > budget or special) or not (is_map or header in _ARRAY_HEADERS):
             self._ref_depth = 0
             value = unpacker.unpack()
-            if containers + self._ref_depth > budget or special:
-                value = _checked(value, budget, self._cached)
+            if (containers + self._ref_depth > budget or special) and value.__class__ is not _Head:
+                value = _checked(value, budget, self._cached)  # (a head's name is no problem)
             return value
         if budget < 1:
             raise CodecError(f"data nested deeper than max_depth ({self._max_depth})")
@@ -720,7 +720,9 @@ class Decoder:
             span = data[begin : unpacker.tell()]
             count = _containers(span)
             containers -= count
-            if count + self._ref_depth >= budget or (special and _may_hold_special(span)):
+            if (
+                count + self._ref_depth >= budget or (special and _may_hold_special(span))
+            ) and item.__class__ is not _Head:
                 item = _checked(item, budget - 1, self._cached)
             items.append(item)
         if length:  # the last item runs to the end of the data

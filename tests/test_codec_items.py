@@ -152,3 +152,10 @@ def test_every_nan_of_a_batch_decodes_to_the_canonical_object(payloads):
         assert identical(payload, item)
         if isinstance(item, float) and item != item:
             assert payload is NAN
+
+
+def test_a_label_whose_bytes_look_like_containers_or_a_nan_is_no_problem():
+    odd = Record(Symbol("\x80\x9f\xcb\x7f"), ())  # UTF-8 c2 80 c2 9f c3 8b 7f
+    shallow = record("x", *[odd] * 30)
+    assert decode(encode(shallow), limits=Limits(max_depth=2)) == shallow
+    assert decode(encode(batch([odd] * 30))) == batch([odd] * 30)
