@@ -302,17 +302,19 @@ _UNCACHEABLE_MAX: Final = 1024  # interned values an encoder remembers it may no
 class _Cached:
     """A value in a cache table, measured when it was defined (:func:`_measure`).
 
-    An encoder keeps the ext that refers to its slot; a decoder counts the slots holding it
-    (interning can make two definitions one object).
+    An encoder keeps the ext that refers to its slot and whether it was sent since the CLOCK
+    hand last passed; a decoder counts the slots holding it (interning can make two
+    definitions one object).
     """
 
-    __slots__ = ("depth", "ext", "holders", "value", "weight")
+    __slots__ = ("depth", "ext", "holders", "used", "value", "weight")
 
     def __init__(self, value: Value, weight: int, depth: int) -> None:
         self.value = value
         self.weight = weight
         self.depth = depth
         self.ext: ExtType | None = None
+        self.used = False
         self.holders = 0
 
 
@@ -382,8 +384,10 @@ class Encoder:
     (one direction of a connection), mirrored by the :class:`Decoder` at the far end, which
     must have at least as many: a record held by the calling thread's :class:`Interner` (so
     probably reused, and made only of small atoms and values interned before) is *defined* in
-    a slot the first time it is encoded, and sent as that slot's number after that. Slots are
-    reused round robin. The decoder learns the definitions in the order of the stream, so
+    a slot the first time it is encoded, and sent as that slot's number after that. A new
+    definition takes the slot of a value not sent lately (the CLOCK policy: a value sent since
+    the hand last passed gets a second chance), so values in steady use stay however many
+    others pass through. The decoder learns the definitions in the order of the stream, so
     every encoding must reach it, in the order made: :meth:`encode` forgets the definitions
     of an encoding it fails (or that is over ``max_size``), and bytes it returned must not
     be dropped.
@@ -403,7 +407,7 @@ class Encoder:
         self.limits = limits
         self._slots: list[_Cached | None] = [None] * cache_slots
         self._cached: dict[int, _Cached] = {}  # id() of each value in a slot -> its entry
-        self._next_slot = 0
+        self._hand = 0  # the next slot the CLOCK policy considers
         self._defined: list[tuple[int, _Cached | None]] = []  # this encoding's (slot, previous)
         self._uncacheable: dict[int, Value] = {}  # interned values too big to cache, by id()
         self._interned: set[int] = set()  # the encoding thread's Interner.ids
@@ -479,6 +483,7 @@ class Encoder:
         if obj.__class__ is Record:
             entry = self._cached.get(id(obj))
             if entry is not None and entry.value is obj:
+                entry.used = True
                 return entry.ext
             if id(obj) in self._interned:
                 definition = self._define(obj)
@@ -497,8 +502,7 @@ class Encoder:
                 self._uncacheable.clear()
             self._uncacheable[id(obj)] = obj
             return None
-        slot = self._next_slot
-        self._next_slot = (slot + 1) % len(slots)
+        slot = self._free_slot()
         previous = slots[slot]
         if previous is not None:
             del self._cached[id(previous.value)]
@@ -509,6 +513,24 @@ class Encoder:
         name = obj.label.name.encode("utf-8")
         return [_ext(DEFINE, _slot_bytes(slot) + name), *obj.fields]
 
+    def _free_slot(self) -> int:
+        """The slot for a new definition: the first one past the hand not used lately.
+
+        Slots defined by the encoding under way are passed over (there are fewer of them than
+        slots), and so are slots sent since the hand last passed, once: it clears their mark.
+        """
+        slots, hand = self._slots, self._hand
+        taken = {slot for slot, _ in self._defined}
+        while True:
+            entry = slots[hand]
+            if hand not in taken:
+                if entry is None or not entry.used:
+                    break
+                entry.used = False
+            hand = (hand + 1) % len(slots)
+        self._hand = (hand + 1) % len(slots)
+        return hand
+
     def _undefine(self) -> None:
         """Forget the definitions of the encoding under way: the decoder will not see them."""
         for slot, previous in reversed(self._defined):
@@ -516,7 +538,6 @@ class Encoder:
             self._slots[slot] = previous
             if previous is not None:
                 self._cached[id(previous.value)] = previous
-        self._next_slot = self._defined[0][0]
         self._defined.clear()
 
 
