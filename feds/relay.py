@@ -22,6 +22,11 @@ Events are buffered while a turn of the relay actor runs and written as one ``<t
 packet when it commits (:meth:`feds.actor.Turn.on_commit`): one local turn's events for the far
 side cross as one packet and are applied there as one turn.
 
+From protocol version 2, each direction of a connection has a value cache (:mod:`feds.codec`):
+a record the node interned, such as a subscription pattern, crosses in full once, then as a
+slot number. An event that cannot be sent takes its cache definitions with it (the encoder
+forgets them), so the two ends' tables always match.
+
 Anything wrong with the input closes this connection only, with a specific reason (sent to the
 far side as an ``<error ...>`` packet): everything the far side asserted here is retracted when
 the relay actor stops, and its proxies go dead.
@@ -56,6 +61,7 @@ __all__ = [
     "PEER",
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
+    "VALUE_CACHE_SLOTS",
     "Hello",
     "ProtocolError",
     "Relay",
@@ -67,10 +73,12 @@ __all__ = [
 
 log = logging.getLogger("feds.relay")
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
 """The highest wire protocol version this code speaks (sent in our hello)."""
-SUPPORTED_VERSIONS: Final = frozenset({1})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2})
 """Every version this code speaks; a contiguous range ending at :data:`PROTOCOL_VERSION`."""
+VALUE_CACHE_SLOTS: Final = 1024
+"""Slots of the value cache of each direction of a connection (from version 2 on)."""
 
 HELLO: Final = Symbol("hello")
 TURN: Final = Symbol("turn")
@@ -273,6 +281,7 @@ class _Membrane:
         self._proxies: weakref.WeakValueDictionary[int, _Proxy] = weakref.WeakValueDictionary()
         self.dirty: list[_Entry] = []
         self.unlowered = 0  # WireRefs of the packet being applied that are not lowered yet
+        self.known_ref_free: Callable[[Value], bool]  # the relay's decoder's, set by the relay
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -363,10 +372,10 @@ class _Membrane:
     def lower_value(self, v: Value, entries: list[_Entry]) -> Value:
         """``v`` with every :class:`WireRef` replaced by its local Ref.
 
-        Only containers holding a WireRef are rebuilt, and the walk stops as soon as every
-        WireRef of the packet being applied has been lowered (``unlowered`` counts them down):
-        a big value whose only reference comes first (``<pub f pattern captures>``) costs
-        almost nothing.
+        Only containers holding a WireRef are rebuilt, the walk stops as soon as every
+        WireRef of the packet being applied has been lowered (``unlowered`` counts them down),
+        and it skips a record or dict the decoder knows holds none (interned or cached: a
+        pattern): in ``<pub f pattern captures>`` only ``f`` and the captures are looked at.
         """
         if self.unlowered == 0:
             return v
@@ -376,6 +385,8 @@ class _Membrane:
         if cls is tuple:
             items = self._lower_items(v, entries)
             return v if items is None else items
+        if (cls is Record or cls is FrozenDict) and self.known_ref_free(v):
+            return v
         if cls is Record:
             label = v.label
             if label.__class__ is not Symbol:  # the usual label: nothing to lower
@@ -500,8 +511,12 @@ class Relay:
 
         self._membrane = _Membrane(self)
         self._hooks = _Hooks(self._membrane)
-        self._frames = FrameDecoder(embedded=self._hooks, limits=limits)
-        self._encoder = Encoder(self._hooks, limits)
+        # A version 1 peer never uses the value cache, so accepting it costs nothing.
+        self._frames = FrameDecoder(
+            embedded=self._hooks, limits=limits, cache_slots=VALUE_CACHE_SLOTS
+        )
+        self._membrane.known_ref_free = self._frames.decoder.known_ref_free
+        self._encoder = Encoder(self._hooks, limits)  # with a cache once version 2 is agreed
         self._plain_encoder = Encoder(None, limits)
         self._packer = msgpack.Packer(autoreset=True)
         self._output = bytearray()
@@ -619,6 +634,8 @@ class Relay:
                 self._membrane.export(chosen, oid=0, pinned=True)
         self.remote_hello = hello
         self.version = version
+        if version >= 2:  # nothing was encoded yet: proxies exist only from now on
+            self._encoder = Encoder(self._hooks, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
         log.debug("%r: hello from %s %r (version %d)", self, hello.role, hello.name, version)
         self._enqueue(self._ready)
@@ -808,10 +825,10 @@ class Relay:
         self._touch(turn)
         hooks = self._hooks
         hooks.lifted = []
-        try:
-            data = self._encoder.encode((oid, event))
-            if len(data) > self.limits.max_frame_size - _TURN_OVERHEAD:
-                raise CodecError(f"{len(data)} bytes, more than max_frame_size allows")
+        try:  # on failure, the encoder forgets the cache definitions it made for this event
+            data = self._encoder.encode(
+                (oid, event), max_size=self.limits.max_frame_size - _TURN_OVERHEAD
+            )
         except CodecError as e:
             for entry in hooks.lifted:
                 self._membrane.release(entry)

@@ -9,11 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from feds import codec
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
-from feds.codec import CodecError, Encoder, FrameDecoder, Limits, decode
+from feds.codec import DEFAULT_LIMITS, CodecError, Encoder, FrameDecoder, Limits, decode
 from feds.relay import (
     CLIENT,
     PEER,
+    PROTOCOL_VERSION,
+    VALUE_CACHE_SLOTS,
     Hello,
     Relay,
     WireRef,
@@ -50,7 +53,12 @@ def act(sched: Scheduler, action: Callable[[Turn], None], actor: Actor | None = 
 class Link:
     """A server relay exposing a Recorder and a client relay exposing nothing, wired up."""
 
-    def __init__(self, sched: Scheduler | None = None, client_sched: Scheduler | None = None):
+    def __init__(
+        self,
+        sched: Scheduler | None = None,
+        client_sched: Scheduler | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ):
         self.sched = sched or Scheduler()
         self.client_sched = client_sched or self.sched
         self.schedulers = (
@@ -64,8 +72,12 @@ class Link:
         self.recorder = Recorder()
         _, self.target = entity_ref(self.sched, self.recorder, "server-app")
         self.ready: dict[str, tuple[Hello, Ref]] = {}
-        self.server = Relay(self.sched, "server", PEER, self.target, on_ready=self._ready("server"))
-        self.client = Relay(self.client_sched, "client", CLIENT, on_ready=self._ready("client"))
+        self.server = Relay(
+            self.sched, "server", PEER, self.target, limits=limits, on_ready=self._ready("server")
+        )
+        self.client = Relay(
+            self.client_sched, "client", CLIENT, limits=limits, on_ready=self._ready("client")
+        )
         self.settle()
         self.proxy = self.ready["client"][1]  # the client's proxy for the server's Recorder
 
@@ -101,15 +113,16 @@ class Link:
 def test_handshake_reports_the_far_hello_and_initial_object() -> None:
     link = Link()
     hello, _ = link.ready["server"]
-    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", 1)
+    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", 2)
     assert link.ready["client"][0].role == PEER
-    assert link.server.version == link.client.version == 1
+    assert link.server.version == link.client.version == 2
     assert isinstance(link.proxy, Ref) and link.proxy != link.target
 
 
 def test_version_negotiation_picks_the_highest_common_version() -> None:
     assert negotiate_version(1) == 1
-    assert negotiate_version(7) == 1
+    assert negotiate_version(2) == 2
+    assert negotiate_version(7) == 2
     assert negotiate_version(0) is None
 
 
@@ -600,7 +613,7 @@ def test_codec_errors_in_outgoing_values_drop_only_that_event() -> None:
 
 WIRE_MD = Path(__file__).resolve().parent.parent / "protocols" / "wire.md"
 SAMPLE_FIELDS: dict[str, Value] = {
-    "version": 1,
+    "version": PROTOCOL_VERSION,
     "role": Symbol("peer"),
     "name": "doc",
     "auth": FrozenDict(),
@@ -651,6 +664,17 @@ def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
     assert not relay.closed, relay.close_reason
     relay.receive(frames(sample("error", packets["error"])))
     assert relay.close_reason == "peer error: why"
+
+
+def test_the_documented_value_cache_is_what_the_codec_and_relay_use() -> None:
+    rows = {cells[1].strip("`"): cells for cells in doc_table("Value cache")}
+    assert set(rows) == {"DEFINE", "CACHED"}
+    assert int(rows["DEFINE"][0]) == codec.DEFINE and int(rows["CACHED"][0]) == codec.CACHED
+    text = " ".join(WIRE_MD.read_text(encoding="utf-8").split("\n## Value cache\n")[1].split())
+    assert f"**{VALUE_CACHE_SLOTS} slots** (numbered 0 to {VALUE_CACHE_SLOTS - 1})" in text
+    assert f"of at most {codec.CACHE_MAX_TEXT} characters" in text
+    assert f"at most {codec.CACHE_MAX_WEIGHT} of them all told" in text
+    assert VALUE_CACHE_SLOTS <= codec.CACHE_MAX_SLOTS
 
 
 def test_the_documented_error_reasons_exist_in_the_code() -> None:
