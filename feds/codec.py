@@ -412,7 +412,7 @@ class Encoder:
         self._uncacheable: dict[int, Value] = {}  # interned values too big to cache, by id()
         self._interned: set[int] = set()  # the encoding thread's Interner.ids
         self._pack = msgpack.Packer(
-            default=self._default_cached if cache_slots else self._default,
+            default=self._default,
             use_bin_type=True,
             autoreset=True,
             datetime=False,
@@ -450,9 +450,21 @@ class Encoder:
         return len(body).to_bytes(FRAME_HEADER_SIZE, "big") + body
 
     def _default(self, obj: Any) -> Any:
-        """msgpack's hook for what it cannot pack natively: returns something it can."""
+        """msgpack's hook for what it cannot pack natively: returns something it can.
+
+        With a cache, a cached record is its slot and an interned one is defined.
+        """
         cls = obj.__class__
         if cls is Record:
+            if self._slots:
+                entry = self._cached.get(id(obj))
+                if entry is not None and entry.value is obj:
+                    entry.used = True
+                    return entry.ext
+                if id(obj) in self._interned:
+                    definition = self._define(obj)
+                    if definition is not None:
+                        return definition
             label = obj.label
             if label.__class__ is Symbol:
                 name = label.name
@@ -477,19 +489,6 @@ class Encoder:
                 raise CodecError(f"cannot encode the reference {obj!r} without embedded hooks")
             return [_EMBEDDED_HEAD_EXT, self.embedded.encode_embedded(obj)]
         raise CodecError(f"cannot encode {obj!r}: not a feds value (a {cls.__name__})")
-
-    def _default_cached(self, obj: Any) -> Any:
-        """:meth:`_default` with a cache: a cached record is its slot, an interned one defined."""
-        if obj.__class__ is Record:
-            entry = self._cached.get(id(obj))
-            if entry is not None and entry.value is obj:
-                entry.used = True
-                return entry.ext
-            if id(obj) in self._interned:
-                definition = self._define(obj)
-                if definition is not None:
-                    return definition
-        return self._default(obj)
 
     def _define(self, obj: Record) -> list | None:
         """``[DEFINE head, field ...]`` putting ``obj`` in the next slot; None if it may not."""

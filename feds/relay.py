@@ -101,6 +101,7 @@ DEFAULT_MAX_HANDLES: Final = 100_000
 """Default bound on the far side's live assertions per connection."""
 
 _MAX_ID: Final = 2**63
+_ATOMS: Final = frozenset({type(None), bool, int, float, str, bytes, Symbol})
 _TURN_OVERHEAD: Final = 32  # bytes around the events of a turn packet (label, array headers)
 
 
@@ -408,12 +409,14 @@ class _Membrane:
     def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
         """``items`` with every WireRef lowered, or None if none is among them (copy on write).
 
-        Items before the first change are reused as they are, and none is looked at once the
-        packet has no WireRef left to lower.
+        Items before the first change are reused as they are, atoms are passed over, and none
+        is looked at once the packet has no WireRef left to lower.
         """
         for i, x in enumerate(items):
             if self.unlowered == 0:
                 return None
+            if x.__class__ in _ATOMS:
+                continue
             new = self.lower_value(x, entries)
             if new is not x:
                 rest = items[i + 1 :]
