@@ -628,12 +628,21 @@ class Decoder:
         }
 
     def decode(self, data: bytes | bytearray | memoryview) -> Value:
-        """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`."""
-        if data.__class__ is not bytes:
-            data = bytes(data)
-        if len(data) > self.limits.max_frame_size:
+        """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`.
+
+        Depth and types are checked where the bytes do not rule out a problem. Every msgpack
+        container starts with a byte :func:`_containers` counts, so a frame with no more of them
+        than ``max_depth`` (less the depth of any cached value it refers to, which
+        :meth:`_on_ext` notes) cannot be too deep, and one without the bytes that start a NaN
+        or a timestamp (:func:`_may_hold_special`) holds neither. Such a frame, the common one,
+        is decoded by one msgpack call and not looked at again; any other is decoded item by
+        item (:meth:`_decode_items`), so that only the items the same tests do not clear are
+        walked.
+        """
+        frame: bytes = data if data.__class__ is bytes else bytes(data)  # type: ignore[assignment]
+        if len(frame) > self.limits.max_frame_size:
             raise CodecError(
-                f"data is {len(data)} bytes, more than max_frame_size "
+                f"data is {len(frame)} bytes, more than max_frame_size "
                 f"({self.limits.max_frame_size})"
             )
         if self._broken is not None:
@@ -643,7 +652,18 @@ class Decoder:
         self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
         self._interned = self._interner.ids
         try:
-            value = self._decode(data)  # type: ignore[arg-type]
+            special = (0x7F in frame or 0xFF in frame) and _may_hold_special(frame)
+            limit = self._max_depth
+            containers = _containers(frame) if len(frame) > limit else len(frame)
+            if containers > limit or special:
+                value = self._decode_items(frame, containers, special)
+            else:
+                self._ref_depth = 0
+                # msgpack's own length limits default to the data length: a longer input needs ours
+                options = self._options if len(frame) <= self._max_length else self._long_options
+                value = msgpack.unpackb(frame, **options)
+                if containers + self._ref_depth > limit:  # a cached value it refers to is deep
+                    value = _checked(value, limit, self._cached)
             if self._open_heads != open_heads:
                 raise CodecError("a head ext type (record, set, embedded) not first in an array")
         except Exception as e:
@@ -663,33 +683,6 @@ class Decoder:
         """
         return id(v) in self._interned or id(v) in self._cached
 
-    def _decode(self, data: bytes) -> Value:
-        """Decode, then check depth and types where the bytes do not rule out a problem.
-
-        Every msgpack container starts with a byte :func:`_containers` counts, so a frame
-        with no more of them than ``max_depth`` (less the depth of any cached value it refers
-        to, which :meth:`_on_ext` notes) cannot be too deep; one without the bytes that
-        start a NaN or a timestamp (:func:`_may_hold_special`) holds neither. Such a frame, the
-        common one, is decoded by one msgpack call and not looked at again. Any other is decoded
-        item by item (:meth:`_decode_items`), so that only the items the same tests do not clear
-        are walked.
-        """
-        special = _may_hold_special(data)
-        limit = self._max_depth
-        containers = _containers(data) if len(data) > limit else len(data)  # at most that many
-        if containers > limit or special:
-            return self._decode_items(data, containers, special)
-        self._ref_depth = 0
-        value = self._unpack(data)
-        if containers + self._ref_depth > limit:  # a cached value it refers to may be deep
-            value = _checked(value, limit, self._cached)
-        return value
-
-    def _unpack(self, data: bytes) -> Value:
-        # msgpack's own length limits default to the data length: only a longer input needs ours.
-        options = self._options if len(data) <= self._max_length else self._long_options
-        return msgpack.unpackb(data, **options)
-
     def _decode_items(self, data: bytes, containers: int, special: bool) -> Value:
         """Decode a frame that may be too deep or hold a NaN or a timestamp, one item at a time.
 
@@ -698,7 +691,7 @@ class Decoder:
         frame with an Unpacker, opening the containers on its *spine* (the top-level value,
         its last item, that item's last item...) while the bytes left there are too many to
         clear, and decoding every other item whole. Each such item's byte span gets the tests
-        of :meth:`_decode` on its own, against the depth left at its level, and only an item
+        of :meth:`decode` on its own, against the depth left at its level, and only an item
         that fails them is walked (:func:`_checked`). Every item is decoded once, and the
         bytes counted are those of the frame plus, per opened level, those of one header.
         """
