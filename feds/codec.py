@@ -457,11 +457,12 @@ class Encoder:
         cls = obj.__class__
         if cls is Record:
             if self._slots:
-                entry = self._cached.get(id(obj))
+                key = id(obj)
+                entry = self._cached.get(key)
                 if entry is not None and entry.value is obj:
                     entry.used = True
                     return entry.ext
-                if id(obj) in self._interned:
+                if key in self._interned:
                     definition = self._define(obj)
                     if definition is not None:
                         return definition
