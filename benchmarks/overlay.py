@@ -221,12 +221,15 @@ def worker_argv(*args: str) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "_worker", *args]
 
 
-def start_feds_chain(protocol: str, profile_dir: Path | None) -> tuple[Cluster, list[str]]:
-    """Nodes a (root) ← b ← c, each in its own process; returns the cluster and addresses."""
+def start_feds_chain(
+    protocol: str, profile_dir: Path | None, names: str = "abc"
+) -> tuple[Cluster, list[str]]:
+    """Nodes a (root) ← b ← c (one per letter of ``names``), each in its own process; returns
+    the cluster and addresses."""
     cluster = Cluster(f"feds-{protocol}")
     ports: list[int] = []
     try:
-        for name in "abc":
+        for name in names:
             argv = worker_argv("feds-node", "--name", name, "--protocol", protocol)
             if ports:
                 argv += ["--parent", str(ports[-1])]
@@ -239,7 +242,7 @@ def start_feds_chain(protocol: str, profile_dir: Path | None) -> tuple[Cluster, 
         try:
             trio.run(wait_feds_chain, addresses)
         except Exception as exc:
-            logs = "\n".join(f"[node {n}] {cluster.log_tail(n, 6)}" for n in "abc")
+            logs = "\n".join(f"[node {n}] {cluster.log_tail(n, 6)}" for n in names)
             raise RuntimeError(f"the chain did not form ({exc}); node logs:\n{logs}") from exc
     except BaseException:
         cluster.stop()
@@ -248,8 +251,8 @@ def start_feds_chain(protocol: str, profile_dir: Path | None) -> tuple[Cluster, 
 
 
 async def wait_feds_chain(addresses: list[str]) -> None:
-    """Wait until every node reports its neighbours (1, 2, 1 on the chain)."""
-    expected = [1] + [2] * (len(addresses) - 2) + [1]
+    """Wait until every node reports its neighbours (1, 2, 1 on the chain; 0 for one node)."""
+    expected = [1] + [2] * (len(addresses) - 2) + [1] if len(addresses) > 1 else [0]
     with trio.fail_after(READY_TIMEOUT):
         for address, want in zip(addresses, expected, strict=True):
             while figures(await feds_status(address)).get("neighbours", 0) < want:
@@ -869,44 +872,37 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.3g}"
 
 
-def render(rows: list[Row]) -> str:
-    """A plain (Markdown) table: medians over repetitions, and feds' ratios to the peers."""
-    nats = next((r for r in rows if r.kind == "nats" and r.samples), None)
-    zenoh = next((r for r in rows if r.kind == "zenoh" and r.samples), None)
-    header = [
-        "system",
-        "version",
-        "msgs/s",
-        "changes/s",
-        "median RT ms",
-        "p99 RT ms",
-        "msgs/s ÷NATS",
-        "msgs/s ÷Zenoh",
-        "med RT ÷NATS",
-        "med RT ÷Zenoh",
-    ]
+def render(rows: list[Row], baselines: list[tuple[str, Row | None]] | None = None) -> str:
+    """A plain (Markdown) table: medians over repetitions, and the ratios of every row that is
+    neither a peer nor a baseline to each baseline (by default the NATS and Zenoh rows)."""
+    if baselines is None:
+        baselines = [
+            (label, next((r for r in rows if r.kind == kind and r.samples), None))
+            for label, kind in (("NATS", "nats"), ("Zenoh", "zenoh"))
+        ]
+    metrics = (("msgs/s", "msgs"), ("med RT", "rt_median"))
+    header = ["system", "version", "msgs/s", "changes/s", "median RT ms", "p99 RT ms"]
+    header += [f"{metric} ÷{label}" for metric, _ in metrics for label, _ in baselines]
     lines = [header]
     for row in rows:
         if not row.samples:
             reason = (row.error.splitlines() or ["?"])[0][:90]
-            lines.append([row.system, row.version, f"failed: {reason}"] + [""] * 7)
+            lines.append([row.system, row.version, f"failed: {reason}"] + [""] * (len(header) - 3))
             continue
-        msgs, rt = row.median("msgs"), row.median("rt_median")
-        ratios = ["", "", "", ""]
-        if row.kind == "feds":
+        ratios = [""] * (len(header) - 6)
+        if row.kind not in ("nats", "zenoh") and all(row is not b for _, b in baselines):
             ratios = [
-                fmt_ratio(msgs, nats.median("msgs") if nats else None),
-                fmt_ratio(msgs, zenoh.median("msgs") if zenoh else None),
-                fmt_ratio(rt, nats.median("rt_median") if nats else None),
-                fmt_ratio(rt, zenoh.median("rt_median") if zenoh else None),
+                fmt_ratio(row.median(attribute), base.median(attribute) if base else None)
+                for _, attribute in metrics
+                for _, base in baselines
             ]
         lines.append(
             [
                 row.system,
                 row.version,
-                fmt_rate(msgs),
+                fmt_rate(row.median("msgs")),
                 fmt_rate(row.median("changes")),
-                fmt_ms(rt),
+                fmt_ms(row.median("rt_median")),
                 fmt_ms(row.median("rt_p99")),
                 *ratios,
             ]
@@ -949,6 +945,56 @@ def running(targets: list[Target]) -> Iterator[None]:
         for target in targets:
             if target.cluster is not None:
                 target.cluster.stop()
+
+
+def peer_targets(params: Params, install: bool, notes: list[str]) -> list[Target]:
+    """NATS and Zenoh as targets, each if it can be had (installing it if ``install``); what
+    is skipped is said in ``notes``."""
+    targets: list[Target] = []
+    nats_py = ensure_python_package("nats-py", "nats", install, notes)
+    server = ensure_nats_server(install, notes)
+    if nats_py and server:
+        binary, server_version = server
+
+        def start_nats() -> Any:
+            return start_nats_chain(binary)
+
+        version = f"server {server_version}, nats-py {nats_py}"
+        row = Row("NATS leaf chain", version, "nats")
+        targets.append(Target(row, start_nats, lambda a: measure_nats(a, params)))
+    else:
+        missing = [n for n, ok in (("nats-py", nats_py), ("nats-server", server)) if not ok]
+        notes.append(f"NATS skipped: {' and '.join(missing)} not available")
+    zenoh_version = ensure_python_package("eclipse-zenoh", "zenoh", install, notes)
+    if zenoh_version:
+        row = Row("Zenoh router chain", f"eclipse-zenoh {zenoh_version}", "zenoh")
+        targets.append(Target(row, start_zenoh_chain, lambda a: measure_zenoh(a, params)))
+    else:
+        notes.append("Zenoh skipped: eclipse-zenoh not available")
+    return targets
+
+
+def run_reps(targets: list[Target], reps: int) -> None:
+    """Start every target's servers, then measure the targets in turn ``reps`` times (a failed
+    measurement is noted in the target's row); print each sample as it comes."""
+    with running(targets):
+        for rep in range(reps):
+            for target in targets:
+                if target.cluster is None:
+                    continue
+                try:
+                    sample = target.measure(target.addresses)
+                except Exception as exc:
+                    target.row.error = f"{type(exc).__name__}: {exc}"
+                    print(f"{target.row.system}: {target.row.error}", file=sys.stderr, flush=True)
+                    continue
+                target.row.samples.append(sample)
+                print(
+                    f"  rep {rep + 1}/{reps} {target.row.system:<22} "
+                    f"msgs/s {fmt_rate(sample.msgs):>9}  changes/s {fmt_rate(sample.changes):>7}"
+                    f"  RT median {fmt_ms(sample.rt_median)} ms  p99 {fmt_ms(sample.rt_p99)} ms",
+                    flush=True,
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1006,27 +1052,7 @@ def main(argv: list[str] | None = None) -> int:
         targets.append(Target(Row(f"feds {protocol}", feds_version, "feds"), start, measure))
 
     if not args.feds_only:
-        install = not (quick or args.no_install)
-        nats_py = ensure_python_package("nats-py", "nats", install, notes)
-        server = ensure_nats_server(install, notes)
-        if nats_py and server:
-            binary, server_version = server
-
-            def start_nats() -> Any:
-                return start_nats_chain(binary)
-
-            version = f"server {server_version}, nats-py {nats_py}"
-            row = Row("NATS leaf chain", version, "nats")
-            targets.append(Target(row, start_nats, lambda a: measure_nats(a, params)))
-        else:
-            missing = [n for n, ok in (("nats-py", nats_py), ("nats-server", server)) if not ok]
-            notes.append(f"NATS skipped: {' and '.join(missing)} not available")
-        zenoh_version = ensure_python_package("eclipse-zenoh", "zenoh", install, notes)
-        if zenoh_version:
-            row = Row("Zenoh router chain", f"eclipse-zenoh {zenoh_version}", "zenoh")
-            targets.append(Target(row, start_zenoh_chain, lambda a: measure_zenoh(a, params)))
-        else:
-            notes.append("Zenoh skipped: eclipse-zenoh not available")
+        targets += peer_targets(params, not (quick or args.no_install), notes)
 
     print(
         f"3-node chain on {HOST}, {PAYLOAD_SIZE}-byte payloads, {reps} repetition(s); "
@@ -1036,24 +1062,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     started = time.perf_counter()
-    with running(targets):
-        for rep in range(reps):
-            for target in targets:
-                if target.cluster is None:
-                    continue
-                try:
-                    sample = target.measure(target.addresses)
-                except Exception as exc:
-                    target.row.error = f"{type(exc).__name__}: {exc}"
-                    print(f"{target.row.system}: {target.row.error}", file=sys.stderr, flush=True)
-                    continue
-                target.row.samples.append(sample)
-                print(
-                    f"  rep {rep + 1}/{reps} {target.row.system:<22} "
-                    f"msgs/s {fmt_rate(sample.msgs):>9}  changes/s {fmt_rate(sample.changes):>7}"
-                    f"  RT median {fmt_ms(sample.rt_median)} ms  p99 {fmt_ms(sample.rt_p99)} ms",
-                    flush=True,
-                )
+    run_reps(targets, reps)
     rows = [t.row for t in targets]
     print()
     print(render(rows))
