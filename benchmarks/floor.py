@@ -1,0 +1,615 @@
+"""Floor benchmark: the least a Python + trio + msgpack router must do, in overlay.py's shape.
+
+The question it answers: what can the mandated stack (Python, trio, msgpack) do at all on this
+machine, in the shape of ``benchmarks/overlay.py`` — three node processes in a chain on loopback
+TCP, a publisher client at one end and a subscriber at the other, both clients in the benchmark
+process, 64-byte payloads — against feds and against NATS and Zenoh measured in the same run.
+
+A *floor node* does only what any router of messages must:
+
+* on the wire, a frame is a 4-byte big-endian length and a msgpack array of ``[subject,
+  payload]`` items; ``[SUBSCRIBE, subject]`` asks the far side for a subject;
+* every frame is decoded (msgpack's C unpacker, no hooks); every item is routed by one dict
+  lookup on its subject to the links that asked for it (a subscription travels along the chain
+  when it is made, once per link; there is no unsubscribe); what one read produced is encoded
+  per outgoing link as one frame and written;
+* as in ``feds.transport``, a write goes straight into the socket with a non-blocking ``write``
+  while nothing is queued before it, and a writer task sends what the kernel did not take; a
+  reader reads again only once the links it wrote to are below a high-water mark.
+
+Node implementations (``--impls``): ``trio`` (a reader task per link, the mandated stack) and
+``asyncio`` (the same router under ``asyncio.Protocol`` callbacks, no tasks; for comparison).
+The clients are trio in both cases: ``send`` queues an item, a flush writes everything queued as
+one frame, and what a client receives goes to the application's task over a trio memory
+channel, as in feds. They offer the few methods of ``feds.client.Session`` that overlay.py's
+phases use (``observe``, ``send``, ``drain``, ``sync``; a record ``<label field ...>`` travels
+as subject ``label`` with its fields as payload), so the floor runs *the same phase code* as
+feds: the publisher awaits ``drain()`` every 100 messages, the round trip is a ping answered by
+a pong from a task of the subscriber's end.
+
+In the same run, interleaved per repetition, it measures feds (``--protocols``, default
+aggregate-subs, with overlay.py's ``measure_feds``) and NATS and Zenoh (overlay.py's peers),
+and prints one table of medians with every row's ratios to NATS, to Zenoh and to the trio floor.
+
+Run::
+
+    .venv/bin/python benchmarks/floor.py               # full run (3 repetitions)
+    .venv/bin/python benchmarks/floor.py --quick --no-peers    # smoke run, a few seconds
+    .venv/bin/python benchmarks/floor.py --nodes 1 --no-peers  # one node: cost per node by
+                                                               # difference with --nodes 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgpack
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.overlay import (
+    HOST,
+    PAYLOAD_SIZE,
+    PROTOCOLS,
+    Cluster,
+    Params,
+    Row,
+    Sample,
+    Target,
+    _stdin_closed_then,
+    _version,
+    feds_phase_latency,
+    feds_phase_messages,
+    measure_feds,
+    p99,
+    peer_targets,
+    render,
+    run_reps,
+    start_feds_chain,
+)
+from feds.values import Record
+
+SUBSCRIBE = 0
+"""The subject of an item that asks for a subject (its payload); never a real subject."""
+RECEIVE_SIZE = 65536
+HIGH_WATER = 512 * 1024
+"""Bytes queued on a link above which its writers stop reading (as in feds.transport)."""
+LOW_WATER = 128 * 1024
+"""Bytes queued on a link at or below which readers go on, and ``drain`` returns."""
+IMPLS = ("trio", "asyncio")
+NODE_NAMES = "abcdefgh"
+unpackb = msgpack.unpackb
+
+
+# -------------------------------------------------------------------------------------------------
+# The router (sans-IO)
+
+
+class Port:
+    """One connection's sans-IO state: received bytes not yet a whole frame, the items waiting
+    to be sent, and the subjects already asked for on it. Subclasses write bytes."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.outbox: list[list[Any]] = []
+        self.asked: set[str] = set()
+        self.packer = msgpack.Packer()
+
+    def frames(self, data: bytes) -> list[list[list[Any]]]:
+        """The decoded frames that ``data`` completes (the rest is kept for the next call)."""
+        if self.buffer:
+            self.buffer += data
+            data = bytes(self.buffer)
+            self.buffer.clear()
+        view = memoryview(data)
+        size = len(data)
+        start = 0
+        frames = []
+        while start + 4 <= size:
+            end = start + 4 + int.from_bytes(view[start : start + 4], "big")
+            if end > size:
+                break
+            frames.append(unpackb(view[start + 4 : end]))
+            start = end
+        if start < size:
+            self.buffer += view[start:]
+        return frames
+
+    def flush(self) -> None:
+        """Write every queued item as one frame."""
+        if self.outbox:
+            body = self.packer.pack(self.outbox)
+            self.outbox = []
+            self.write(len(body).to_bytes(4, "big") + body)
+
+    def write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+
+class Router:
+    """Routes items between the ports of one node by their subject."""
+
+    def __init__(self) -> None:
+        self.ports: list[Port] = []
+        self.routes: dict[Any, list[Port]] = {}  # subject -> the ports that asked for it
+
+    def attach(self, port: Port) -> None:
+        """Add ``port``, asking it for every subject some other port wants (flush it next)."""
+        self.ports.append(port)
+        for subject, wanting in self.routes.items():
+            if wanting:
+                port.asked.add(subject)
+                port.outbox.append([SUBSCRIBE, subject])
+
+    def detach(self, port: Port) -> None:
+        self.ports.remove(port)
+        for wanting in self.routes.values():
+            if port in wanting:
+                wanting.remove(port)
+
+    def route(self, source: Port, data: bytes) -> list[Port]:
+        """Route the items that ``data`` completes; returns the ports that have output now."""
+        routes = self.routes
+        touched: list[Port] = []
+        for frame in source.frames(data):
+            for item in frame:
+                wanting = routes.get(item[0])
+                if wanting is None:
+                    if item[0] == SUBSCRIBE:
+                        self._subscribe(source, item[1], touched)
+                    continue
+                for port in wanting:
+                    if port is not source:
+                        if not port.outbox:
+                            touched.append(port)
+                        port.outbox.append(item)
+        return touched
+
+    def _subscribe(self, source: Port, subject: str, touched: list[Port]) -> None:
+        wanting = self.routes.setdefault(subject, [])
+        if source not in wanting:
+            wanting.append(source)
+        for port in self.ports:
+            if port is not source and subject not in port.asked:
+                port.asked.add(subject)
+                if not port.outbox:
+                    touched.append(port)
+                port.outbox.append([SUBSCRIBE, subject])
+
+
+# -------------------------------------------------------------------------------------------------
+# trio: links, nodes and clients
+
+_TRIO_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+class TrioLink(Port):
+    """A port over a trio socket stream: direct non-blocking writes while nothing is queued, a
+    writer task for what the kernel does not take."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        super().__init__()
+        self.stream = stream
+        self.fd = stream.socket.fileno()
+        self.unsent = bytearray()
+        self.sending = 0
+        self.broken = False
+        self.wake = trio.Event()
+        self.progressed = trio.Event()
+
+    @property
+    def backlog(self) -> int:
+        return len(self.unsent) + self.sending
+
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            return
+        if not (self.unsent or self.sending):
+            try:
+                sent = os.write(self.fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self.broken = True  # its own reader sees the connection end
+                return
+            if sent == len(data):
+                return
+            data = data[sent:]
+        self.unsent += data
+        self.wake.set()
+
+    async def wait_backlog(self, level: int) -> None:
+        while self.backlog > level and not self.broken:
+            await self.progressed.wait()
+
+    async def _write_loop(self) -> None:
+        while True:
+            if not self.unsent:
+                await self.wake.wait()
+                self.wake = trio.Event()
+                continue
+            data = bytes(self.unsent)
+            self.unsent.clear()
+            self.sending = len(data)
+            try:
+                await self.stream.send_all(data)
+            finally:
+                self.sending = 0
+                self.progressed.set()
+                self.progressed = trio.Event()
+
+    async def run(self, on_data: Callable[[bytes], list[Port]]) -> None:
+        """Read until the far side closes: ``on_data`` takes what arrives and returns the links
+        that have output, which are flushed (and waited for while above the high-water mark)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._write_loop)
+            try:
+                while data := await self.stream.receive_some(RECEIVE_SIZE):
+                    touched = on_data(data)
+                    for link in touched:
+                        link.flush()
+                    for link in touched:
+                        if link.backlog > HIGH_WATER:
+                            await link.wait_backlog(LOW_WATER)
+            finally:
+                self.broken = True
+                self.progressed.set()
+                nursery.cancel_scope.cancel()
+
+
+async def trio_node(parent: int | None) -> None:
+    """A floor node under trio until stdin closes: listens, and links to ``parent`` if given."""
+    router = Router()
+
+    async def serve(stream: trio.SocketStream) -> None:
+        link = TrioLink(stream)
+        router.attach(link)
+        link.flush()
+        try:
+            await link.run(lambda data: router.route(link, data))
+        except* _TRIO_ERRORS:
+            pass
+        finally:
+            router.detach(link)
+            await trio.aclose_forcefully(stream)
+
+    token = trio.lowlevel.current_trio_token()
+    async with trio.open_nursery() as nursery:
+        _stdin_closed_then(
+            lambda: trio.from_thread.run_sync(nursery.cancel_scope.cancel, trio_token=token)
+        )
+        if parent is not None:
+            nursery.start_soon(serve, await trio.open_tcp_stream(HOST, parent))
+        listeners = await trio.open_tcp_listeners(0, host=HOST)
+        await nursery.start(trio.serve_listeners, serve, listeners)
+        print(f"READY {listeners[0].socket.getsockname()[1]}", flush=True)
+
+
+class FloorEvent(NamedTuple):
+    """What a floor client's observer receives: a message's fields."""
+
+    captures: list[Any]
+
+
+class FloorObservation:
+    """The events of one subject, as a trio channel (the part of feds's Observation used)."""
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[FloorEvent]) -> None:
+        self._receive = receive
+
+    def __aiter__(self) -> AsyncIterator[FloorEvent]:
+        return self._receive.__aiter__()
+
+    async def next(self, timeout: float | None = None) -> FloorEvent:
+        with trio.fail_after(math.inf if timeout is None else timeout):
+            return await self._receive.receive()
+
+
+class FloorSession(trio.abc.Instrument):
+    """A floor client over trio, offering the part of ``feds.client.Session`` that overlay.py's
+    phases use. ``send`` only queues; what is queued is written as one frame by ``drain`` or,
+    at the latest, when the trio run next waits for I/O (this session is a trio instrument:
+    ``before_io_wait``), so a burst of sends between two waits crosses as one frame and a lone
+    send costs no task switch."""
+
+    def __init__(self, link: TrioLink) -> None:
+        self.link = link
+        self.channels: dict[str, trio.MemorySendChannel[FloorEvent]] = {}
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.link.flush()
+
+    def deliver(self, data: bytes) -> list[Port]:
+        """Hand every message that ``data`` completes to its subject's observer."""
+        channels = self.channels
+        for frame in self.link.frames(data):
+            for subject, fields in frame:
+                channel = channels.get(subject)
+                if channel is not None:
+                    channel.send_nowait(FloorEvent(fields))
+        return []
+
+    def send(self, record: Record) -> None:
+        """Queue ``<label field ...>`` as a message on subject ``label``."""
+        self.link.outbox.append([record.label.name, record.fields])
+
+    async def drain(self) -> None:
+        """Write what is queued, then wait until at most the low-water mark is unsent."""
+        self.link.flush()
+        await trio.lowlevel.checkpoint()
+        await self.link.wait_backlog(LOW_WATER)
+
+    async def sync(self) -> None:
+        """Nothing to wait for: the phases warm up until messages arrive end to end."""
+        await trio.lowlevel.checkpoint()
+
+    @contextlib.asynccontextmanager
+    async def observe(self, pattern: str) -> AsyncIterator[FloorObservation]:
+        """Receive the messages whose subject is the label of ``pattern`` (``<label ...>``)."""
+        subject = pattern[1:].split()[0]
+        send, receive = trio.open_memory_channel[FloorEvent](math.inf)
+        self.channels[subject] = send
+        self.link.outbox.append([SUBSCRIBE, subject])
+        try:
+            yield FloorObservation(receive)
+        finally:
+            del self.channels[subject]
+
+
+@contextlib.asynccontextmanager
+async def floor_connect(port: int) -> AsyncIterator[FloorSession]:
+    """A session with the floor node listening on ``port``, for the ``async with``."""
+    stream = await trio.open_tcp_stream(HOST, port)
+    session = FloorSession(TrioLink(stream))
+    trio.lowlevel.add_instrument(session)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.link.run, session.deliver)
+            yield session
+            nursery.cancel_scope.cancel()
+    finally:
+        trio.lowlevel.remove_instrument(session)
+        await trio.aclose_forcefully(stream)
+
+
+# -------------------------------------------------------------------------------------------------
+# asyncio: the same router under protocol callbacks
+
+
+class AsyncioLink(Port, asyncio.Protocol):
+    """A port of an asyncio floor node. While some link cannot take more (asyncio's transport
+    paused its writing), the node reads none of its other links."""
+
+    def __init__(self, router: Router, congested: set[AsyncioLink]) -> None:
+        super().__init__()
+        self.router = router
+        self.congested = congested
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.router.attach(self)
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        for port in self.router.route(self, data):
+            port.flush()
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def pause_writing(self) -> None:
+        self.congested.add(self)
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.congested.discard(self)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        for port in self.router.ports:
+            assert isinstance(port, AsyncioLink) and port.transport is not None
+            if self.congested - {port}:
+                port.transport.pause_reading()
+            else:
+                port.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.router.detach(self)
+        self.resume_writing()
+
+
+async def asyncio_node(parent: int | None) -> None:
+    """A floor node under asyncio until stdin closes: listens, and links to ``parent``."""
+    loop = asyncio.get_running_loop()
+    router = Router()
+    congested: set[AsyncioLink] = set()
+    server = await loop.create_server(lambda: AsyncioLink(router, congested), HOST, 0)
+    if parent is not None:
+        await loop.create_connection(lambda: AsyncioLink(router, congested), HOST, parent)
+    done = asyncio.Event()
+    _stdin_closed_then(lambda: loop.call_soon_threadsafe(done.set))
+    print(f"READY {server.sockets[0].getsockname()[1]}", flush=True)
+    await done.wait()
+    server.close()
+
+
+def run_worker(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="floor.py _worker")
+    parser.add_argument("--impl", choices=IMPLS, required=True)
+    parser.add_argument("--parent", type=int)
+    args = parser.parse_args(argv)
+    if args.impl == "trio":
+        trio.run(trio_node, args.parent)
+    else:
+        asyncio.run(asyncio_node(args.parent))
+
+
+# -------------------------------------------------------------------------------------------------
+# Measuring
+
+
+def start_floor_chain(impl: str, length: int) -> tuple[Cluster, list[str]]:
+    """Floor nodes a ← b ← c ... (``length`` of them), each in its own process."""
+    cluster = Cluster(f"floor-{impl}")
+    ports: list[str] = []
+    try:
+        for name in NODE_NAMES[:length]:
+            argv = [sys.executable, str(Path(__file__).resolve()), "_worker", "--impl", impl]
+            port = cluster.start(
+                name, argv + (["--parent", ports[-1]] if ports else []), ready_line=True
+            )
+            ports.append(str(port))
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster, ports
+
+
+def measure_floor(ports: list[str], params: Params) -> Sample:
+    """overlay.py's message and round-trip phases, with floor sessions at both ends."""
+
+    async def main() -> Sample:
+        async with floor_connect(int(ports[0])) as sub, floor_connect(int(ports[-1])) as pub:
+            msgs = await feds_phase_messages(pub, sub, params.messages, None, params.timeout)
+            times = await feds_phase_latency(pub, sub, params.round_trips, params.timeout)
+        return Sample(msgs, None, statistics.median(times) * 1e3, p99(times) * 1e3)
+
+    return trio.run(main)
+
+
+def describe(nodes: int, reps: int, floor: Params, feds: Params) -> str:
+    """The first line of the output: the shape and the sizes of the run."""
+    return (
+        f"{nodes}-node chain on {HOST}, {PAYLOAD_SIZE}-byte payloads, {reps} repetition(s); "
+        f"floor: {floor.messages} msgs; feds: {feds.messages} msgs, {feds.changes} "
+        f"assert+retract pairs; peers: {feds.peer_messages} msgs; {floor.round_trips} round trips"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="The floor of a Python trio + msgpack router against feds, NATS and Zenoh."
+    )
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny N, 1 repetition")
+    parser.add_argument("--reps", type=int, help="repetitions (default 3, or 1 with --quick)")
+    parser.add_argument("--impls", nargs="*", choices=IMPLS, default=list(IMPLS))
+    parser.add_argument(
+        "--protocols", nargs="*", choices=PROTOCOLS, default=["aggregate-subs"], help="feds rows"
+    )
+    parser.add_argument("--no-peers", action="store_true", help="do not run NATS or Zenoh")
+    parser.add_argument("--no-install", action="store_true", help="use peers only if present")
+    parser.add_argument(
+        "--nodes", type=int, default=3, help="chain length for the floor and feds (peers: 3)"
+    )
+    parser.add_argument("--messages", type=int, help="messages per floor run (100000)")
+    parser.add_argument("--feds-messages", type=int, help="messages per feds run (20000)")
+    parser.add_argument("--peer-messages", type=int, help="messages per peer run (100000)")
+    parser.add_argument("--round-trips", type=int, help="ping-pongs per run (1000)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per phase")
+    args = parser.parse_args(argv)
+    if not 1 <= args.nodes <= len(NODE_NAMES):
+        parser.error(f"--nodes takes 1 to {len(NODE_NAMES)}")
+
+    quick = args.quick
+    round_trips = args.round_trips or (30 if quick else 1_000)
+    feds_params = Params(
+        messages=args.feds_messages or (300 if quick else 20_000),
+        peer_messages=args.peer_messages or (1_000 if quick else 100_000),
+        changes=100 if quick else 5_000,
+        round_trips=round_trips,
+        window=None,
+        timeout=args.timeout,
+    )
+    floor_params = Params(
+        messages=args.messages or (1_000 if quick else 100_000),
+        peer_messages=0,
+        changes=0,
+        round_trips=round_trips,
+        window=None,
+        timeout=args.timeout,
+    )
+    reps = args.reps or (1 if quick else 3)
+
+    notes: list[str] = []
+    targets: list[Target] = []
+    for impl in args.impls:
+        version = (
+            f"trio {trio.__version__}, msgpack {_version('msgpack')}"
+            if impl == "trio"
+            else f"asyncio (Python {platform.python_version()}), msgpack {_version('msgpack')}"
+        )
+
+        def start_floor(impl: str = impl) -> tuple[Cluster, list[str]]:
+            return start_floor_chain(impl, args.nodes)
+
+        targets.append(
+            Target(
+                Row(f"floor {impl}", version, "floor"),
+                start_floor,
+                lambda ports: measure_floor(ports, floor_params),
+            )
+        )
+    for protocol in args.protocols:
+
+        def start_feds(protocol: str = protocol) -> tuple[Cluster, list[str]]:
+            return start_feds_chain(protocol, None, NODE_NAMES[: args.nodes])
+
+        targets.append(
+            Target(
+                Row(f"feds {protocol}", _version("feds") or "?", "feds"),
+                start_feds,
+                lambda addresses: measure_feds(addresses, feds_params, None),
+            )
+        )
+    if args.no_peers:
+        pass
+    elif args.nodes != 3:
+        notes.append("NATS and Zenoh skipped: their chains have 3 nodes")
+    else:
+        targets += peer_targets(feds_params, not (quick or args.no_install), notes)
+
+    print(describe(args.nodes, reps, floor_params, feds_params), flush=True)
+    started = time.perf_counter()
+    run_reps(targets, reps)
+    rows = [t.row for t in targets]
+    nats = next((r for r in rows if r.kind == "nats" and r.samples), None)
+    zenoh = next((r for r in rows if r.kind == "zenoh" and r.samples), None)
+    floor = next((r for r in rows if r.kind == "floor" and r.samples), None)
+    print()
+    print(
+        render(
+            rows, [("NATS", nats), ("Zenoh", zenoh), (floor.system if floor else "floor", floor)]
+        )
+    )
+    print(
+        f"\nmedians over {reps} repetition(s); RT = round trip; ratios are row ÷ baseline "
+        f"(msgs/s: higher is better; RT: lower is better). "
+        f"Took {time.perf_counter() - started:.0f} s. {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"load average {os.getloadavg()[0]:.2f}."
+    )
+    print("ran: " + "; ".join(f"{r.system} ({r.version})" for r in rows if r.samples))
+    for note in notes:
+        print("note: " + note)
+    return 0 if all(r.samples for r in rows if r.kind in ("floor", "feds")) else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        run_worker(sys.argv[2:])
+    else:
+        sys.exit(main())
