@@ -873,8 +873,8 @@ def fmt_ratio(a: float | None, b: float | None) -> str:
 
 
 def render(rows: list[Row], baselines: list[tuple[str, Row | None]] | None = None) -> str:
-    """A plain (Markdown) table: medians over repetitions, and the ratios of every row that is
-    neither a peer nor a baseline to each baseline (by default the NATS and Zenoh rows)."""
+    """A plain (Markdown) table: medians over repetitions, and the ratios of every row but the
+    peers' to each other baseline (by default the NATS and Zenoh rows)."""
     if baselines is None:
         baselines = [
             (label, next((r for r in rows if r.kind == kind and r.samples), None))
@@ -889,13 +889,13 @@ def render(rows: list[Row], baselines: list[tuple[str, Row | None]] | None = Non
             reason = (row.error.splitlines() or ["?"])[0][:90]
             lines.append([row.system, row.version, f"failed: {reason}"] + [""] * (len(header) - 3))
             continue
-        ratios = [""] * (len(header) - 6)
-        if row.kind not in ("nats", "zenoh") and all(row is not b for _, b in baselines):
-            ratios = [
-                fmt_ratio(row.median(attribute), base.median(attribute) if base else None)
-                for _, attribute in metrics
-                for _, base in baselines
-            ]
+        ratios = [
+            ""
+            if row.kind in ("nats", "zenoh") or row is base
+            else fmt_ratio(row.median(attribute), base.median(attribute) if base else None)
+            for _, attribute in metrics
+            for _, base in baselines
+        ]
         lines.append(
             [
                 row.system,
