@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import math
 import os
@@ -250,13 +251,29 @@ class TrioLink(Port):
                 self.progressed.set()
                 self.progressed = trio.Event()
 
+    async def receive(self, last: bytes) -> bytes:
+        """The next bytes from the socket (empty at its end). Unless the ``last`` read filled
+        the buffer, wait for the socket to be readable before reading: after a small read the
+        socket is usually empty, and a read that fails costs a syscall and an exception more
+        (``SocketStream.receive_some`` tries first)."""
+        if len(last) == RECEIVE_SIZE:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(self.fd)
+        while True:
+            try:
+                return os.read(self.fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.fd)
+
     async def run(self, on_data: Callable[[bytes], list[Port]]) -> None:
         """Read until the far side closes: ``on_data`` takes what arrives and returns the links
         that have output, which are flushed (and waited for while above the high-water mark)."""
+        data = b""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._write_loop)
             try:
-                while data := await self.stream.receive_some(RECEIVE_SIZE):
+                while data := await self.receive(data):
                     touched = on_data(data)
                     for link in touched:
                         link.flush()
@@ -304,17 +321,24 @@ class FloorEvent(NamedTuple):
 
 
 class FloorObservation:
-    """The events of one subject, as a trio channel (the part of feds's Observation used)."""
+    """The events of one subject (the part of feds's Observation that the phases use). They
+    arrive as one list per read, so taking an event costs a trio checkpoint only when the
+    list is used up (feds's observations take one per event)."""
 
-    def __init__(self, receive: trio.MemoryReceiveChannel[FloorEvent]) -> None:
+    def __init__(self, receive: trio.MemoryReceiveChannel[list[FloorEvent]]) -> None:
         self._receive = receive
+        self._pending: collections.deque[FloorEvent] = collections.deque()
 
-    def __aiter__(self) -> AsyncIterator[FloorEvent]:
-        return self._receive.__aiter__()
+    def __aiter__(self) -> FloorObservation:
+        return self
 
     async def next(self, timeout: float | None = None) -> FloorEvent:
-        with trio.fail_after(math.inf if timeout is None else timeout):
-            return await self._receive.receive()
+        if not self._pending:
+            with trio.fail_after(math.inf if timeout is None else timeout):
+                self._pending.extend(await self._receive.receive())
+        return self._pending.popleft()
+
+    __anext__ = next
 
 
 class FloorSession(trio.abc.Instrument):
@@ -326,19 +350,21 @@ class FloorSession(trio.abc.Instrument):
 
     def __init__(self, link: TrioLink) -> None:
         self.link = link
-        self.channels: dict[str, trio.MemorySendChannel[FloorEvent]] = {}
+        self.channels: dict[str, trio.MemorySendChannel[list[FloorEvent]]] = {}
 
     def before_io_wait(self, timeout: float) -> None:
         self.link.flush()
 
     def deliver(self, data: bytes) -> list[Port]:
-        """Hand every message that ``data`` completes to its subject's observer."""
+        """Hand the messages that ``data`` completes to their subjects' observers."""
         channels = self.channels
+        batches: dict[str, list[FloorEvent]] = {}
         for frame in self.link.frames(data):
             for subject, fields in frame:
-                channel = channels.get(subject)
-                if channel is not None:
-                    channel.send_nowait(FloorEvent(fields))
+                if subject in channels:
+                    batches.setdefault(subject, []).append(FloorEvent(fields))
+        for subject, batch in batches.items():
+            channels[subject].send_nowait(batch)
         return []
 
     def send(self, record: Record) -> None:
@@ -359,7 +385,7 @@ class FloorSession(trio.abc.Instrument):
     async def observe(self, pattern: str) -> AsyncIterator[FloorObservation]:
         """Receive the messages whose subject is the label of ``pattern`` (``<label ...>``)."""
         subject = pattern[1:].split()[0]
-        send, receive = trio.open_memory_channel[FloorEvent](math.inf)
+        send, receive = trio.open_memory_channel[list[FloorEvent]](math.inf)
         self.channels[subject] = send
         self.link.outbox.append([SUBSCRIBE, subject])
         try:
