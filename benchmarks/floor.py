@@ -45,13 +45,18 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import importlib
+import json
 import math
 import os
 import platform
+import select
+import signal
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -73,13 +78,18 @@ from benchmarks.overlay import (
     _version,
     feds_phase_latency,
     feds_phase_messages,
+    fmt_ms,
+    markdown_table,
     measure_feds,
     p99,
     peer_targets,
     render,
     run_reps,
     start_feds_chain,
+    wait_feds_chain,
+    worker_feds_node,
 )
+from feds.client import connect
 from feds.values import Record
 
 SUBSCRIBE = 0
@@ -476,34 +486,44 @@ async def asyncio_node(parent: int | None) -> None:
 
 def run_worker(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="floor.py _worker")
-    parser.add_argument("--impl", choices=IMPLS, required=True)
+    parser.add_argument("kind", choices=[*IMPLS, "traced-feds"])
+    parser.add_argument("--name", required=True)
     parser.add_argument("--parent", type=int)
+    parser.add_argument("--protocol", choices=PROTOCOLS, help="traced-feds: the node's protocol")
     args = parser.parse_args(argv)
-    if args.impl == "trio":
+    if args.kind == "trio":
         trio.run(trio_node, args.parent)
-    else:
+    elif args.kind == "asyncio":
         asyncio.run(asyncio_node(args.parent))
+    else:
+        totals, _ = trace_feds()
+        signal.signal(signal.SIGUSR1, lambda *_: print(json.dumps(totals), flush=True))
+        worker_feds_node(args.name, args.protocol, args.parent, None)
 
 
 # -------------------------------------------------------------------------------------------------
 # Measuring
 
 
-def start_floor_chain(impl: str, length: int) -> tuple[Cluster, list[str]]:
-    """Floor nodes a ← b ← c ... (``length`` of them), each in its own process."""
-    cluster = Cluster(f"floor-{impl}")
+def start_chain(label: str, length: int, *worker: str) -> tuple[Cluster, list[str]]:
+    """Nodes a ← b ← c ... (``length`` of them), each a process running this file's
+    ``_worker`` with the arguments ``worker``; returns the cluster and the ports."""
+    cluster = Cluster(label)
     ports: list[str] = []
     try:
         for name in NODE_NAMES[:length]:
-            argv = [sys.executable, str(Path(__file__).resolve()), "_worker", "--impl", impl]
-            port = cluster.start(
-                name, argv + (["--parent", ports[-1]] if ports else []), ready_line=True
-            )
-            ports.append(str(port))
+            argv = [sys.executable, str(Path(__file__).resolve()), "_worker", *worker]
+            argv += ["--name", name] + (["--parent", ports[-1]] if ports else [])
+            ports.append(str(cluster.start(name, argv, ready_line=True)))
     except BaseException:
         cluster.stop()
         raise
     return cluster, ports
+
+
+def start_floor_chain(impl: str, length: int) -> tuple[Cluster, list[str]]:
+    """Floor nodes a ← b ← c ... (``length`` of them), each in its own process."""
+    return start_chain(f"floor-{impl}", length, impl)
 
 
 def measure_floor(ports: list[str], params: Params) -> Sample:
@@ -516,6 +536,228 @@ def measure_floor(ports: list[str], params: Params) -> Sample:
         return Sample(msgs, None, statistics.median(times) * 1e3, p99(times) * 1e3)
 
     return trio.run(main)
+
+
+# -------------------------------------------------------------------------------------------------
+# Round-trip breakdown (--breakdown): where the CPU of a round trip goes
+
+TRACED = (
+    ("decode", "feds.codec", "Decoder", "decode"),
+    ("relay.receive", "feds.relay", "Relay", "receive"),
+    ("run_until_idle", "feds.actor", "Scheduler", "run_until_idle"),
+    ("encode", "feds.codec", "Encoder", "encode"),
+    ("os.write", "os", "", "write"),
+)
+"""feds functions timed in a traced run: (name, module, class or "", function)."""
+PARTS = ("decode", "relay dispatch", "turns", "encode", "write syscall", "rest")
+
+
+def trace_feds() -> tuple[dict[str, float], Callable[[], None]]:
+    """Wrap the functions of :data:`TRACED` so that each adds the CPU time it takes (the
+    calling thread's) to the returned totals; the callable undoes it."""
+    totals = {name: 0.0 for name, *_ in TRACED}
+    clock = time.thread_time
+    undo: list[tuple[object, str, Any]] = []
+    for name, module, cls, attr in TRACED:
+        owner = importlib.import_module(module)
+        if cls:
+            owner = getattr(owner, cls)
+        original = getattr(owner, attr)
+
+        def timed(*args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                totals[_name] += clock() - start
+
+        undo.append((owner, attr, original))
+        setattr(owner, attr, timed)
+
+    def untrace() -> None:
+        for owner, attr, original in undo:
+            setattr(owner, attr, original)
+
+    return totals, untrace
+
+
+def split(cpu: float, totals: dict[str, float]) -> dict[str, float]:
+    """The parts (:data:`PARTS`) of a process's ``cpu`` time, from :func:`trace_feds`'s totals
+    (decode runs inside relay.receive, encode inside the turns); ``rest`` is everything else:
+    trio's loop and task switches, reading the socket, the transport, the timers themselves."""
+    return {
+        "decode": totals["decode"],
+        "relay dispatch": totals["relay.receive"] - totals["decode"],
+        "turns": totals["run_until_idle"] - totals["encode"],
+        "encode": totals["encode"],
+        "write syscall": totals["os.write"],
+        "rest": cpu - totals["relay.receive"] - totals["run_until_idle"] - totals["os.write"],
+    }
+
+
+def process_cpu(pid: int) -> float:
+    """Seconds on a CPU so far of every thread of process ``pid`` (Linux schedstat)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+def node_totals(cluster: Cluster) -> list[dict[str, float]]:
+    """The trace totals of each traced node so far (asked for with SIGUSR1, answered as a line
+    of JSON on its stdout)."""
+    for proc in cluster.procs:
+        os.kill(proc.pid, signal.SIGUSR1)
+    totals = []
+    for proc in cluster.procs:
+        assert proc.stdout is not None
+        if not select.select([proc.stdout], [], [], 10.0)[0]:
+            raise TimeoutError("a traced node did not answer with its totals")
+        totals.append(json.loads(proc.stdout.readline()))
+    return totals
+
+
+def start_traced_feds(protocol: str, nodes: int) -> tuple[Cluster, list[str]]:
+    """A chain of feds nodes that time :data:`TRACED` (``_worker traced-feds``)."""
+    cluster, ports = start_chain(
+        f"feds-{protocol}-traced", nodes, "traced-feds", "--protocol", protocol
+    )
+    addresses = [f"{HOST}:{port}" for port in ports]
+    try:
+        trio.run(wait_feds_chain, addresses)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster, addresses
+
+
+def breakdown_probes(impls: list[str], protocols: list[str], nodes: int) -> list[Probe]:
+    """The floor nodes, and feds nodes plain and traced, for the breakdown."""
+    probes = [
+        Probe(
+            f"floor {impl}",
+            lambda impl=impl: start_floor_chain(impl, nodes),
+            lambda port: floor_connect(int(port)),
+        )
+        for impl in impls
+    ]
+    for protocol in protocols:
+        probes.append(
+            Probe(
+                f"feds {protocol}",
+                lambda protocol=protocol: start_feds_chain(protocol, None, NODE_NAMES[:nodes]),
+                lambda address: connect(address, name="bench"),
+            )
+        )
+        probes.append(
+            Probe(
+                f"feds {protocol}, traced",
+                lambda protocol=protocol: start_traced_feds(protocol, nodes),
+                lambda address: connect(address, name="bench"),
+                traced=True,
+            )
+        )
+    return probes
+
+
+@dataclass
+class Probe:
+    """One system of the breakdown: how to start it and connect to it, and its samples (per
+    repetition: the median round trip in ms, CPU µs per round trip of each node and of the
+    client process, and for a traced run the parts (:func:`split`) of each of those)."""
+
+    label: str
+    start: Callable[[], tuple[Cluster, list[str]]]
+    connect: Callable[[str], contextlib.AbstractAsyncContextManager[Any]]
+    traced: bool = False
+    rts: list[float] = field(default_factory=list)
+    cpus: list[list[float]] = field(default_factory=list)
+    parts: list[list[dict[str, float]]] = field(default_factory=list)
+
+
+def sample_breakdown(probe: Probe, cluster: Cluster, addresses: list[str], params: Params) -> None:
+    """One repetition of ``probe``'s round-trip phase, noting CPU per round trip."""
+    pids = [proc.pid for proc in cluster.procs] + [os.getpid()]
+    totals, untrace = trace_feds() if probe.traced else ({}, lambda: None)
+
+    def traces() -> list[dict[str, float]]:
+        return [*node_totals(cluster), dict(totals)] if probe.traced else []
+
+    async def main() -> None:
+        async with probe.connect(addresses[0]) as sub, probe.connect(addresses[-1]) as pub:
+            await feds_phase_latency(pub, sub, 100, params.timeout)  # warm up
+            traced = traces()
+            cpu = [process_cpu(pid) for pid in pids]
+            times = await feds_phase_latency(pub, sub, params.round_trips, params.timeout)
+            cpu = [
+                (process_cpu(pid) - c) * 1e6 / len(times) for pid, c in zip(pids, cpu, strict=True)
+            ]
+            per_rt = [
+                {k: (v - before[k]) * 1e6 / len(times) for k, v in after.items()}
+                for after, before in zip(traces(), traced, strict=True)
+            ]
+        probe.rts.append(statistics.median(times) * 1e3)
+        probe.cpus.append(cpu)
+        if probe.traced:
+            probe.parts.append([split(c, t) for c, t in zip(cpu, per_rt, strict=True)])
+
+    try:
+        trio.run(main)
+    finally:
+        untrace()
+
+
+def run_breakdown(probes: list[Probe], params: Params, reps: int) -> None:
+    """Measure every probe ``reps`` times (interleaved) and print where the CPU goes."""
+    clusters: list[tuple[Cluster, list[str]]] = []
+    try:
+        for probe in probes:
+            clusters.append(probe.start())
+        for rep in range(reps):
+            for probe, (cluster, addresses) in zip(probes, clusters, strict=True):
+                sample_breakdown(probe, cluster, addresses, params)
+                print(
+                    f"  rep {rep + 1}/{reps} {probe.label:<30} RT median {probe.rts[-1]:.3f} ms; "
+                    "CPU µs per RT: " + ", ".join(f"{c:.0f}" for c in probe.cpus[-1]),
+                    flush=True,
+                )
+    finally:
+        for cluster, _ in clusters:
+            cluster.stop()
+    print(breakdown_tables(probes, reps))
+
+
+def breakdown_tables(probes: list[Probe], reps: int) -> str:
+    """The per-process table and, for traced probes, the per-part table (medians)."""
+    nodes = len(probes[0].cpus[0]) - 1
+    header = ["system", "median RT ms", *(f"node {n}" for n in NODE_NAMES[:nodes])]
+    header += ["clients", "all", "per node crossing"]
+    lines = [header]
+    for probe in probes:
+        cpus = [statistics.median(c) for c in zip(*probe.cpus, strict=True)]
+        per_crossing = statistics.mean(cpus[:-1]) / 2
+        lines.append(
+            [probe.label, fmt_ms(statistics.median(probe.rts))]
+            + [f"{c:.0f}" for c in cpus]
+            + [f"{sum(cpus):.0f}", f"{per_crossing:.0f}"]
+        )
+    out = [
+        f"\nCPU µs per round trip in each process (schedstat, every thread), medians over {reps} "
+        "repetition(s); a node is crossed twice per round trip (ping and pong), and the client "
+        "process sends two messages and receives two:",
+        markdown_table(lines),
+    ]
+    for probe in (p for p in probes if p.parts):
+        rows = [["part", "node, per crossing", "client process, per round trip"]]
+        for part in PARTS:
+            node = [statistics.mean(p[part] for p in parts[:-1]) / 2 for parts in probe.parts]
+            clients = [parts[-1][part] for parts in probe.parts]
+            rows.append(
+                [part, f"{statistics.median(node):.1f}", f"{statistics.median(clients):.1f}"]
+            )
+        out += [f"\n{probe.label}: CPU µs by part (medians; nodes averaged)", markdown_table(rows)]
+    return "\n".join(out)
 
 
 def describe(nodes: int, reps: int, floor: Params, feds: Params) -> str:
@@ -547,6 +789,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-messages", type=int, help="messages per peer run (100000)")
     parser.add_argument("--round-trips", type=int, help="ping-pongs per run (1000)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per phase")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="instead: CPU per round trip in each process, and by part in traced feds nodes",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.nodes <= len(NODE_NAMES):
         parser.error(f"--nodes takes 1 to {len(NODE_NAMES)}")
@@ -570,6 +817,14 @@ def main(argv: list[str] | None = None) -> int:
         timeout=args.timeout,
     )
     reps = args.reps or (1 if quick else 3)
+    if args.breakdown:
+        print(
+            f"round-trip breakdown: {args.nodes}-node chain on {HOST}, {round_trips} round trips, "
+            f"{reps} repetition(s); {time.strftime('%Y-%m-%d %H:%M')}",
+            flush=True,
+        )
+        run_breakdown(breakdown_probes(args.impls, args.protocols, args.nodes), floor_params, reps)
+        return 0
 
     notes: list[str] = []
     targets: list[Target] = []

@@ -907,7 +907,12 @@ def render(rows: list[Row], baselines: list[tuple[str, Row | None]] | None = Non
                 *ratios,
             ]
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return markdown_table(lines)
+
+
+def markdown_table(lines: list[list[str]]) -> str:
+    """``lines`` (the first one the header) as a plain Markdown table, columns padded."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out = []
     for n, line in enumerate(lines):
         out.append("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |")

@@ -82,3 +82,23 @@ def test_floor_benchmark_quick_without_peers() -> None:
     body = {cells[0].strip(): cells[2].strip() for cells in table[1:]}  # system -> msgs/s
     assert set(body) == {"floor trio", "floor asyncio", "feds aggregate-subs"}, output
     assert all(rate[:1].isdigit() for rate in body.values()), output  # no "failed: ..."
+
+
+def test_floor_breakdown_quick() -> None:
+    command = [
+        sys.executable,
+        str(BENCHMARK),
+        "--breakdown",
+        "--quick",
+        "--impls",
+        "trio",
+        "--nodes",
+        "1",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    table = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith("| ")]
+    first = {cells[0].strip() for cells in table}
+    assert {"floor trio", "feds aggregate-subs", "feds aggregate-subs, traced"} <= first, output
+    assert {"decode", "turns", "encode", "rest"} <= first, output  # the traced parts
