@@ -9,17 +9,10 @@ sans-IO, so any task of the driver's trio run may run them, between two awaits.
 handing the bytes to its relay, and :meth:`Driver.after_turns` lets a transport write their
 output right after they ran, in whichever task ran them. A packet crossing a node then costs one
 task wakeup (the reader's) instead of three (reader, driver, writer).
-
-Work queued by other trio code (an application's task calling ``Session.send``) runs as soon as
-that task's step ends, before trio schedules any other task: while :meth:`Driver.run` runs, the
-driver is a trio instrument (``after_task_step``). A client's message then leaves in the step
-that sent it, instead of one wakeup of the driver's task later (two task steps, as the driver
-task yields once more after a run).
 """
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import Callable
 
@@ -43,9 +36,6 @@ class Driver:
         self._running = False  # turns are being run (by any task)
         self._flushing = False  # after-turns callbacks are being called
         self._after: list[Callable[[], None]] = []
-        self._instrument = _StepEnd(self)
-        self._hooked = False  # the instrument is installed: it runs work queued by a task step
-        self._due = False  # work was queued outside run_now: the instrument runs it
         self.scheduler.on_work = self._wake
         _drivers[self.scheduler] = self
 
@@ -55,11 +45,7 @@ class Driver:
         return _drivers.get(scheduler)
 
     def _wake(self) -> None:
-        if self._running:  # whoever is running turns now runs the new ones too
-            return
-        if self._hooked:
-            self._due = True
-        else:
+        if not self._running:  # whoever is running turns now runs the new ones too
             self._wakeup.set()
 
     def act(self, facet: Facet, action: TurnAction) -> None:
@@ -74,7 +60,7 @@ class Driver:
         """
         self._after.append(callback)
         if not (self._running or self._flushing):
-            self._wake()
+            self._wakeup.set()
 
     def run_now(self, cause: Callable[[], object] | None = None) -> bool:
         """Call ``cause`` (code that may queue turns, such as ``relay.receive``), then run up to
@@ -109,41 +95,12 @@ class Driver:
         self._wakeup.set()
         return False
 
-    def _step_end(self) -> None:
-        """Run the work queued during the trio task step that just ended (see the module)."""
-        self._due = False
-        try:
-            self.run_now()
-        except BaseException:
-            # trio drops an instrument that raises: go back to waking the driver's task.
-            self._hooked = False
-            self._wakeup.set()
-            raise
-
     async def run(self) -> None:
         """Run turns forever (cancel the enclosing scope to stop)."""
         scheduler = self.scheduler
-        trio.lowlevel.add_instrument(self._instrument)
-        self._hooked = True
-        try:
-            while True:
-                if scheduler.idle() and not self._after:
-                    await self._wakeup.wait()
-                self._wakeup = trio.Event()
-                self.run_now()
-                await trio.sleep(0)
-        finally:
-            self._hooked = False
-            with contextlib.suppress(KeyError):  # dropped by trio if it ever raised
-                trio.lowlevel.remove_instrument(self._instrument)
-
-
-class _StepEnd(trio.abc.Instrument):
-    """Lets a driver run, after each trio task step, the work that the step queued."""
-
-    def __init__(self, driver: Driver) -> None:
-        self.driver = driver
-
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if self.driver._due:
-            self.driver._step_end()
+        while True:
+            if scheduler.idle() and not self._after:
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            self.run_now()
+            await trio.sleep(0)

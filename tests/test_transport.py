@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import pytest
 import trio
-import trio.testing
 
 from feds import transport
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
@@ -196,62 +195,3 @@ async def test_a_socket_is_read_only_once_it_is_readable(
         await eventually(lambda i=i: len(rec.events) == i + 1)
     assert rec.events == [("!", record("x", i)) for i in range(20)]
     assert empty_reads == []
-
-
-class DriverSteps(trio.abc.Instrument):
-    """Counts the task steps of the drivers' own tasks (``Driver.run``)."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.steps += task.name.endswith("Driver.run")
-
-
-async def connected_client(nursery: trio.Nursery) -> tuple[Side, Recorder, Ref]:
-    """A client side connected over TCP to a recording server, once everything is idle."""
-    client = Side(nursery)
-    rec, _accepted, port = await recording_server(nursery)
-    relay, proxies = client.client_relay()
-    nursery.start_soon(connect_tcp, "127.0.0.1", port, relay)
-    await eventually(lambda: bool(proxies))
-    await trio.testing.wait_all_tasks_blocked()
-    return client, rec, proxies[0]
-
-
-async def test_work_queued_by_a_task_runs_when_its_step_ends(nursery: trio.Nursery) -> None:
-    """A message sent from an application's task is written when that task's step ends, without
-    waking the driver's task (which would cost two task steps more per message)."""
-    client, rec, target = await connected_client(nursery)
-    steps = DriverSteps()
-    trio.lowlevel.add_instrument(steps)
-    try:
-        for i in range(5):
-            client.act(lambda t, i=i: t.message(target, record("x", i)))
-            await eventually(lambda i=i: len(rec.events) == i + 1)
-    finally:
-        trio.lowlevel.remove_instrument(steps)
-    assert rec.events == [("!", record("x", i)) for i in range(5)]
-    assert steps.steps == 0
-
-
-async def test_work_still_runs_after_the_step_hook_failed(
-    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """trio drops an instrument that raises; the driver's task takes over."""
-    client, rec, target = await connected_client(nursery)
-    run_now = client.driver.run_now
-    failures: list[int] = []
-
-    def failing_once(cause: Callable[[], object] | None = None) -> bool:
-        if not failures:
-            failures.append(1)
-            raise RuntimeError("a bug")
-        return run_now(cause)
-
-    monkeypatch.setattr(client.driver, "run_now", failing_once)
-    client.act(lambda t: t.message(target, record("x", 1)))
-    await eventually(lambda: rec.events == [("!", record("x", 1))])
-    client.act(lambda t: t.message(target, record("x", 2)))
-    await eventually(lambda: len(rec.events) == 2)
-    assert failures == [1]
