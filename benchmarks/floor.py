@@ -13,23 +13,27 @@ A *floor node* does only what any router of messages must:
   lookup on its subject to the links that asked for it (a subscription travels along the chain
   when it is made, once per link; there is no unsubscribe); what one read produced is encoded
   per outgoing link as one frame and written;
-* as in ``feds.transport``, a write goes straight into the socket with a non-blocking ``write``
-  while nothing is queued before it, and a writer task sends what the kernel did not take; a
-  reader reads again only once the links it wrote to are below a high-water mark.
+* as in ``feds.transport``, a link reads once its socket is readable, a write goes straight
+  into the socket with a non-blocking ``write`` while nothing is queued before it, and a writer
+  task sends what the kernel did not take; a reader reads again only once the links it wrote
+  to are below a high-water mark.
 
 Node implementations (``--impls``): ``trio`` (a reader task per link, the mandated stack) and
 ``asyncio`` (the same router under ``asyncio.Protocol`` callbacks, no tasks; for comparison).
-The clients are trio in both cases: ``send`` queues an item, a flush writes everything queued as
-one frame, and what a client receives goes to the application's task over a trio memory
-channel, as in feds. They offer the few methods of ``feds.client.Session`` that overlay.py's
-phases use (``observe``, ``send``, ``drain``, ``sync``; a record ``<label field ...>`` travels
-as subject ``label`` with its fields as payload), so the floor runs *the same phase code* as
-feds: the publisher awaits ``drain()`` every 100 messages, the round trip is a ping answered by
-a pong from a task of the subscriber's end.
+The clients are trio in both cases: ``send`` queues an item, and what is queued is written as
+one frame by ``drain`` or when the trio run next waits for I/O; what a client receives goes to
+the application's task over a trio memory channel, a read's messages as one batch. They offer
+the few methods of ``feds.client.Session`` that overlay.py's phases use (``observe``, ``send``,
+``drain``, ``sync``; a record ``<label field ...>`` travels as subject ``label`` with its fields
+as payload), so the floor runs *the same phase code* as feds: the publisher awaits ``drain()``
+every 100 messages, the round trip is a ping answered by a pong from a task of the
+subscriber's end.
 
 In the same run, interleaved per repetition, it measures feds (``--protocols``, default
 aggregate-subs, with overlay.py's ``measure_feds``) and NATS and Zenoh (overlay.py's peers),
 and prints one table of medians with every row's ratios to NATS, to Zenoh and to the trio floor.
+``--breakdown`` measures only round trips instead, and prints the CPU time each process spends
+per round trip and, in feds nodes that time their own functions, how a crossing divides it.
 
 Run::
 
@@ -37,6 +41,7 @@ Run::
     .venv/bin/python benchmarks/floor.py --quick --no-peers    # smoke run, a few seconds
     .venv/bin/python benchmarks/floor.py --nodes 1 --no-peers  # one node: cost per node by
                                                                # difference with --nodes 3
+    .venv/bin/python benchmarks/floor.py --breakdown   # where a round trip's CPU time goes
 """
 
 from __future__ import annotations
