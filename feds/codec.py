@@ -807,7 +807,22 @@ class Decoder:
             return result
         if len(items) != 2:
             raise CodecError("an embedded reference must be [head, value]")
-        return self._embedded(items[1])
+        payload = items[1]
+        if not (
+            payload.__class__ is tuple
+            and len(payload) == 2
+            and payload[0].__class__ is int
+            and payload[1].__class__ is int
+            and self.embedded is not None
+            and self._max_depth > 1
+        ):  # anything but a relay's [kind oid] takes the general path
+            payload = self._embedded_payload(payload)
+        try:
+            return self.embedded.decode_embedded(payload)  # type: ignore[union-attr]
+        except CodecError:
+            raise
+        except Exception as e:
+            raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
 
     def _define(self, slot: int, value: Record) -> Record:
         """Put a decoded definition in its slot (the encoder chose the slot: obey)."""
@@ -852,21 +867,17 @@ class Decoder:
             found = interner.add(key, _frozendict_from_pairs(pairs))
         return found
 
-    def _embedded(self, payload: Value) -> Embedded:
+    def _embedded_payload(self, payload: Value) -> Value:
+        """The payload of an embedded reference, checked (and any NaN replaced) for the hooks."""
         if self.embedded is None:
             raise CodecError("received an embedded reference but have no embedded hooks")
         if not (
             payload.__class__ is tuple
             and self._max_depth > 1
             and _ATOMS.issuperset(map(type, payload))
-        ):  # anything but a flat sequence of atoms (a relay's [kind oid]) needs the full check
+        ):  # anything but a flat sequence of atoms needs the full check
             payload = _checked(payload, self._max_depth - 1, self._cached)
-        try:
-            return self.embedded.decode_embedded(payload)
-        except CodecError:
-            raise
-        except Exception as e:
-            raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
+        return payload
 
 
 def _may_hold_special(data: bytes, start: int = 0) -> bool:
