@@ -732,10 +732,11 @@ class Decoder:
             self._ref_depth = 0
             item = unpacker.unpack()
             span = data[begin : unpacker.tell()]
-            count = _containers(span)
+            count = len(span.translate(None, _NOT_CONTAINER_HEADERS))  # _containers, inlined
             containers -= count
             if (
-                count + self._ref_depth >= budget or (special and _may_hold_special(span))
+                count + self._ref_depth >= budget
+                or (special and (0x7F in span or 0xFF in span) and _may_hold_special(span))
             ) and item.__class__ is not _Head:
                 item = _checked(item, budget - 1, self._cached)
             items.append(item)
