@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from itertools import chain
 from typing import Final
@@ -325,10 +325,16 @@ class _Membrane:
 
     # -- counting -----------------------------------------------------------------------------
 
-    def release(self, entry: _Entry) -> None:
-        entry.count -= 1
-        if entry.count <= 0:
-            self.dirty.append(entry)
+    def release(self, entries: Iterable[_Entry]) -> None:
+        """Drop one count of each entry; one at zero is freed when the turn ends (:meth:`collect`).
+
+        Takes many entries at once: a packet or a turn releases several, one call for all.
+        """
+        dirty = self.dirty
+        for entry in entries:
+            entry.count -= 1
+            if entry.count <= 0:
+                dirty.append(entry)
 
     def collect(self) -> None:
         """Free every entry whose count dropped to zero during this turn and stayed there."""
@@ -743,8 +749,7 @@ class Relay:
             return
         local, entries = held  # type: ignore[misc]
         turn.retract(local)
-        for entry in entries:
-            self._membrane.release(entry)
+        self._membrane.release(entries)
 
     def _apply_message(
         self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
@@ -760,7 +765,7 @@ class Relay:
                 del self._sync_pins[oid]
             else:
                 self._sync_pins[oid] = pins - 1
-            self._membrane.release(self._membrane.exports[oid])
+            self._membrane.release((self._membrane.exports[oid],))
 
     def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
         held: list[_Entry] = []
@@ -796,8 +801,7 @@ class Relay:
             return
         oid, entries = held  # type: ignore[misc]
         self._emit(turn, oid, Record(RETRACT, (handle,)))
-        for entry in entries:
-            self._membrane.release(entry)
+        self._membrane.release(entries)
 
     def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
         if self.closed:
@@ -829,8 +833,7 @@ class Relay:
                 (oid, event), max_size=self.limits.max_frame_size - _TURN_OVERHEAD
             )
         except CodecError as e:
-            for entry in membrane.lifted:
-                membrane.release(entry)
+            membrane.release(membrane.lifted)
             log.warning("%r: dropped an outgoing %s event: %s", self, event.label.name, e)
             return None
         self._events.append(data)
@@ -853,8 +856,7 @@ class Relay:
             self._events = []
         membrane = self._membrane
         if self._transient:
-            for entry in self._transient:
-                membrane.release(entry)
+            membrane.release(self._transient)
             self._transient.clear()
         if membrane.dirty:
             membrane.collect()
