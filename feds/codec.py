@@ -424,8 +424,9 @@ class Encoder:
         Raises :class:`CodecError` if ``v`` cannot be encoded or its encoding is longer than
         ``max_size``; the cache then holds what it held before.
         """
-        if self._slots:
-            self._interned = _thread_interner().ids  # the calling thread's
+        if self._slots:  # the calling thread's interner (getattr: no Python call once made)
+            interner = getattr(_local, "interner", None)
+            self._interned = (interner if interner is not None else _thread_interner()).ids
         try:
             data = self._pack(v)
         except BaseException as e:
@@ -650,8 +651,9 @@ class Decoder:
             raise self._broken
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
         ref_depth = self._ref_depth  # likewise
-        self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
-        self._interned = self._interner.ids
+        interner = getattr(_local, "interner", None)  # as in Encoder.encode
+        self._interner = interner if interner is not None else _thread_interner()
+        self._interned = self._interner.ids  # the calling thread's: a decoder may change threads
         try:
             special = (0x7F in frame or 0xFF in frame) and _may_hold_special(frame)
             limit = self._max_depth
