@@ -438,21 +438,22 @@ class _Membrane:
     def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
         """``items`` with every WireRef lowered, or None if none is among them (copy on write).
 
-        Items before the first change are reused as they are, atoms are passed over, and none
-        is looked at once the packet has no WireRef left to lower.
+        Atoms are passed over, a WireRef is lowered without another call to :meth:`lower_value`,
+        and no item is looked at once the packet has no WireRef left to lower.
         """
+        lowered: list | None = None  # a copy of items, once one of them has changed
         for i, x in enumerate(items):
             if self.unlowered == 0:
-                return None
-            if x.__class__ in _ATOMS:
+                break
+            cls = x.__class__
+            if cls in _ATOMS:
                 continue
-            new = self.lower_value(x, entries)
+            new = self.lower(x, entries) if cls is WireRef else self.lower_value(x, entries)
             if new is not x:
-                rest = items[i + 1 :]
-                if self.unlowered:
-                    rest = [self.lower_value(y, entries) for y in rest]
-                return (*items[:i], new, *rest)
-        return None
+                if lowered is None:
+                    lowered = list(items)
+                lowered[i] = new
+        return None if lowered is None else tuple(lowered)
 
 
 # ---------------------------------------------------------------------------------------------
