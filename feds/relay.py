@@ -438,8 +438,9 @@ class _Membrane:
     def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
         """``items`` with every WireRef lowered, or None if none is among them (copy on write).
 
-        Atoms are passed over, a WireRef is lowered without another call to :meth:`lower_value`,
-        and no item is looked at once the packet has no WireRef left to lower.
+        Atoms, tuples, WireRefs and records and dicts known to hold no reference are dealt with
+        here without a call to :meth:`lower_value`, and no item is looked at once the packet
+        has no WireRef left to lower.
         """
         lowered: list | None = None  # a copy of items, once one of them has changed
         for i, x in enumerate(items):
@@ -448,7 +449,14 @@ class _Membrane:
             cls = x.__class__
             if cls in _ATOMS:
                 continue
-            new = self.lower(x, entries) if cls is WireRef else self.lower_value(x, entries)
+            if cls is WireRef:
+                new = self.lower(x, entries)
+            elif cls is tuple:
+                new = self._lower_items(x, entries) or x
+            elif (cls is Record or cls is FrozenDict) and self.known_ref_free(x):
+                continue  # as lower_value would, without calling it
+            else:
+                new = self.lower_value(x, entries)
             if new is not x:
                 if lowered is None:
                     lowered = list(items)
@@ -672,27 +680,28 @@ class Relay:
             raise ProtocolError("unknown event: not a record")
         label, fields = event.label, event.fields
         name = label.name if label.__class__ is Symbol else None  # a str compares fastest
-        if len(fields) == 1:
-            if name == _MESSAGE_NAME:
-                self._check_target(oid)
-                return (MESSAGE, oid, fields[0], None)
-            if name == _RETRACT_NAME:
-                return self._check_retract(oid, fields[0])
-            if name == _SYNC_NAME:
-                self._check_target(oid)
-                if fields[0].__class__ is not WireRef:
-                    raise ProtocolError("malformed event: the peer of a sync is not a reference")
-                return (SYNC, oid, fields[0], None)
-        elif name == _ASSERT_NAME and len(fields) == 2:
-            return self._check_assert(oid, fields[0], fields[1])
-        raise ProtocolError(f"unknown event {_label_text(label)}/{len(fields)}")
-
-    def _check_target(self, oid: int) -> None:
+        arity = len(fields)
+        if name == _MESSAGE_NAME and arity == 1:
+            kind = MESSAGE
+        elif name == _ASSERT_NAME and arity == 2:
+            kind = ASSERT
+        elif name == _RETRACT_NAME and arity == 1:
+            return self._check_retract(oid, fields[0])  # its oid is checked against the handle
+        elif name == _SYNC_NAME and arity == 1:
+            kind = SYNC
+        else:
+            raise ProtocolError(f"unknown event {_label_text(label)}/{arity}")
         if oid >= self._membrane.next_oid:  # never allocated (known_export, inlined)
             raise ProtocolError(f"unknown oid {oid}")
+        if kind is MESSAGE:
+            return (MESSAGE, oid, fields[0], None)
+        if kind is ASSERT:
+            return self._check_assert(oid, fields[0], fields[1])
+        if fields[0].__class__ is not WireRef:
+            raise ProtocolError("malformed event: the peer of a sync is not a reference")
+        return (SYNC, oid, fields[0], None)
 
     def _check_assert(self, oid: int, value: Value, handle: Value) -> tuple:
-        self._check_target(oid)
         if handle.__class__ is not int or not 0 <= handle < _MAX_ID:
             raise ProtocolError("malformed event: the handle is not a non-negative integer")
         far_handles = self._far_handles

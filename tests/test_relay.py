@@ -435,6 +435,20 @@ BAD_INPUTS = [
     ("event arity", frames(HELLO, turn((0, record("message", 1, 2)))), "unknown event message"),
     ("event shape", frames(HELLO, turn((0,))), "malformed event"),
     ("unknown oid", frames(HELLO, turn((99, record("message", 1)))), "unknown oid 99"),
+    ("assert at unknown oid", frames(HELLO, turn((99, record("assert", 1, 5)))), "unknown oid 99"),
+    (
+        "sync at unknown oid",
+        frames(HELLO, turn((9, record("sync", WireRef(0, 3))))),
+        "unknown oid 9",
+    ),
+    ("bad oid", frames(HELLO, turn((-1, record("message", 1)))), "the oid is not"),
+    ("retract arity", frames(HELLO, turn((0, record("retract", 1, 2)))), "unknown event retract/2"),
+    ("assert arity", frames(HELLO, turn((0, record("assert", 1)))), "unknown event assert/1"),
+    (
+        "retract at another oid",
+        frames(HELLO, turn((0, record("assert", 1, 5)), (1, record("retract", 5)))),
+        "handle 5 retracted at oid 1, asserted at oid 0",
+    ),
     (
         "unknown yours oid",
         frames(HELLO, turn((0, record("message", WireRef(1, 42))))),

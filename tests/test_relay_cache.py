@@ -205,14 +205,23 @@ def test_lowering_skips_the_cached_pattern() -> None:
         lowered.append(v)
         return lower_value(v, entries)
 
+    checked: list[Value] = []
+    known_ref_free = membrane.known_ref_free
+
+    def known_spy(v: Value) -> bool:
+        checked.append(v)
+        return known_ref_free(v)
+
     membrane.lower_value = spy  # type: ignore[method-assign]
+    membrane.known_ref_free = known_spy
     link.client_act(
         lambda t: [t.message(link.proxy, record("pub", back_ref, pat, i)) for i in range(2)]
     )
     got = [v for _, v in link.recorder.events]
     assert [v.fields[1:] for v in got] == [(pat, 0), (pat, 1)]
     assert all(isinstance(v.fields[0], Ref) for v in got)
-    assert pat in lowered and pat.fields[0] not in lowered  # not walked into
+    assert pat in checked  # known to hold no reference: not walked into
+    assert pat not in lowered and pat.fields[0] not in lowered and pat.fields[1] not in lowered
 
 
 def test_a_link_between_two_schedulers_keeps_both_caches_in_step() -> None:
