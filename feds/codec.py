@@ -95,6 +95,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_frame",
+    "record_head",
 ]
 
 SYMBOL: Final = 1
@@ -1141,6 +1142,21 @@ def encode(v: Value, *, embedded: EmbeddedHooks | None = None) -> bytes:
     if embedded is None:
         return _thread_encoder().encode(v)
     return Encoder(embedded).encode(v)
+
+
+def record_head(label: Symbol) -> ExtType:
+    """The head of a record labelled ``label``: an encoder packs ``[head, field ...]`` (a list)
+    exactly as that record.
+
+    For a caller that makes a record only to encode it (a relay wraps each event it sends):
+    the list costs no :class:`~feds.values.Record` (nor the hash of its fields) and no call of
+    the encoder's hook. Such a list is never put in a value cache, as a record is not unless
+    interned.
+    """
+    name = label.name
+    return _record_heads.get(name) or _record_heads.remember(
+        name, _ext(RECORD, name.encode("utf-8"))
+    )
 
 
 def encode_frame(v: Value, *, embedded: EmbeddedHooks | None = None) -> bytes:

@@ -53,6 +53,7 @@ from feds.codec import (
     Limits,
     decode,
     encode,
+    record_head,
 )
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
@@ -91,6 +92,10 @@ _ASSERT_NAME: Final = ASSERT.name  # events are told apart by name: a str compar
 _RETRACT_NAME: Final = RETRACT.name
 _MESSAGE_NAME: Final = MESSAGE.name
 _SYNC_NAME: Final = SYNC.name
+_ASSERT_HEAD: Final = record_head(ASSERT)  # what _emit sends instead of making event records
+_RETRACT_HEAD: Final = record_head(RETRACT)
+_MESSAGE_HEAD: Final = record_head(MESSAGE)
+_SYNC_HEAD: Final = record_head(SYNC)
 PEER: Final = "peer"
 CLIENT: Final = "client"
 ADMIN: Final = "admin"
@@ -800,7 +805,7 @@ class Relay:
     def _send_assert(self, turn: Turn, oid: int, value: Value, handle: Handle) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, Record(ASSERT, (value, handle)))
+        entries = self._emit(turn, oid, [_ASSERT_HEAD, value, handle])
         self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
 
     def _send_retract(self, turn: Turn, handle: Handle) -> None:
@@ -810,20 +815,20 @@ class Relay:
         if held is _DROPPED:
             return
         oid, entries = held  # type: ignore[misc]
-        self._emit(turn, oid, Record(RETRACT, (handle,)))
+        self._emit(turn, oid, [_RETRACT_HEAD, handle])
         self._membrane.release(entries)
 
     def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, Record(MESSAGE, (value,)))
+        entries = self._emit(turn, oid, [_MESSAGE_HEAD, value])
         if entries:
             self._transient.extend(entries)
 
     def _send_sync(self, turn: Turn, oid: int, peer: Ref) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, Record(SYNC, (peer,)))
+        entries = self._emit(turn, oid, [_SYNC_HEAD, peer])
         if not entries:
             return
         (entry,) = entries
@@ -832,8 +837,12 @@ class Relay:
         else:
             self._transient.append(entry)
 
-    def _emit(self, turn: Turn, oid: int, event: Record) -> list[_Entry] | None:
-        """Encode one event into the current turn's packet; None if it cannot be sent."""
+    def _emit(self, turn: Turn, oid: int, event: list) -> list[_Entry] | None:
+        """Encode one event into the current turn's packet; None if it cannot be sent.
+
+        ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
+        as the event's record without making one.
+        """
         if self._flush_turn is not turn:  # the turn's first event (saves a call per event)
             self._touch(turn)
         membrane = self._membrane
@@ -844,7 +853,8 @@ class Relay:
             )
         except CodecError as e:
             membrane.release(membrane.lifted)
-            log.warning("%r: dropped an outgoing %s event: %s", self, event.label.name, e)
+            name = event[0].data.decode()
+            log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
             return None
         self._events.append(data)
         return membrane.lifted

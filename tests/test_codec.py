@@ -29,6 +29,7 @@ from feds.codec import (
     decode,
     encode,
     encode_frame,
+    record_head,
 )
 from feds.syntax import parse
 from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, check_value, record
@@ -184,6 +185,13 @@ class PairHooks(RefHooks):
 
     def decode_embedded(self, v: Value) -> Embedded:
         return Ref(v[1])
+
+
+def test_a_record_head_and_fields_encode_as_the_record():
+    value = record("bench", 1, Symbol("x"), (Ref(2),))
+    data = encode([record_head(Symbol("message")), value, 3], embedded=RefHooks())
+    assert data == encode(record("message", value, 3), embedded=RefHooks())
+    assert decode(data, embedded=RefHooks()) == record("message", value, 3)
 
 
 def test_two_integer_references_take_the_short_path_with_the_same_errors():

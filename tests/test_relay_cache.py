@@ -98,7 +98,7 @@ def test_slots_are_reused_when_more_values_than_slots_cross() -> None:
     assert not link.server.closed and not link.client.closed
 
 
-def test_a_dropped_event_leaves_no_definition_behind() -> None:
+def test_a_dropped_event_leaves_no_definition_behind(caplog: pytest.LogCaptureFixture) -> None:
     link = Link(limits=Limits(max_frame_size=300))
     fresh = interned('<group <rec dropped> {0: <lit "x">}>')
 
@@ -112,6 +112,7 @@ def test_a_dropped_event_leaves_no_definition_behind() -> None:
     assert not link.server.closed, link.server.close_reason
     assert [v for _, v in link.recorder.events] == [record("pub", fresh), record("pub", 2, fresh)]
     assert link.recorder.events[1][1].fields[1] is fresh
+    assert caplog.text.count("dropped an outgoing message event") == 2
 
 
 def test_a_version_1_peer_gets_no_cache() -> None:
