@@ -95,6 +95,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_frame",
+    "record_head",
 ]
 
 SYMBOL: Final = 1
@@ -424,8 +425,9 @@ class Encoder:
         Raises :class:`CodecError` if ``v`` cannot be encoded or its encoding is longer than
         ``max_size``; the cache then holds what it held before.
         """
-        if self._slots:
-            self._interned = _thread_interner().ids  # the calling thread's
+        if self._slots:  # the calling thread's interner (getattr: no Python call once made)
+            interner = getattr(_local, "interner", None)
+            self._interned = (interner if interner is not None else _thread_interner()).ids
         try:
             data = self._pack(v)
         except BaseException as e:
@@ -650,8 +652,9 @@ class Decoder:
             raise self._broken
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
         ref_depth = self._ref_depth  # likewise
-        self._interner = _thread_interner()  # the calling thread's: a decoder may change threads
-        self._interned = self._interner.ids
+        interner = getattr(_local, "interner", None)  # as in Encoder.encode
+        self._interner = interner if interner is not None else _thread_interner()
+        self._interned = self._interner.ids  # the calling thread's: a decoder may change threads
         try:
             special = (0x7F in frame or 0xFF in frame) and _may_hold_special(frame)
             limit = self._max_depth
@@ -732,10 +735,11 @@ class Decoder:
             self._ref_depth = 0
             item = unpacker.unpack()
             span = data[begin : unpacker.tell()]
-            count = _containers(span)
+            count = len(span.translate(None, _NOT_CONTAINER_HEADERS))  # _containers, inlined
             containers -= count
             if (
-                count + self._ref_depth >= budget or (special and _may_hold_special(span))
+                count + self._ref_depth >= budget
+                or (special and (0x7F in span or 0xFF in span) and _may_hold_special(span))
             ) and item.__class__ is not _Head:
                 item = _checked(item, budget - 1, self._cached)
             items.append(item)
@@ -807,7 +811,22 @@ class Decoder:
             return result
         if len(items) != 2:
             raise CodecError("an embedded reference must be [head, value]")
-        return self._embedded(items[1])
+        payload = items[1]
+        if not (
+            payload.__class__ is tuple
+            and len(payload) == 2
+            and payload[0].__class__ is int
+            and payload[1].__class__ is int
+            and self.embedded is not None
+            and self._max_depth > 1
+        ):  # anything but a relay's [kind oid] takes the general path
+            payload = self._embedded_payload(payload)
+        try:
+            return self.embedded.decode_embedded(payload)  # type: ignore[union-attr]
+        except CodecError:
+            raise
+        except Exception as e:
+            raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
 
     def _define(self, slot: int, value: Record) -> Record:
         """Put a decoded definition in its slot (the encoder chose the slot: obey)."""
@@ -852,21 +871,17 @@ class Decoder:
             found = interner.add(key, _frozendict_from_pairs(pairs))
         return found
 
-    def _embedded(self, payload: Value) -> Embedded:
+    def _embedded_payload(self, payload: Value) -> Value:
+        """The payload of an embedded reference, checked (and any NaN replaced) for the hooks."""
         if self.embedded is None:
             raise CodecError("received an embedded reference but have no embedded hooks")
         if not (
             payload.__class__ is tuple
             and self._max_depth > 1
             and _ATOMS.issuperset(map(type, payload))
-        ):  # anything but a flat sequence of atoms (a relay's [kind oid]) needs the full check
+        ):  # anything but a flat sequence of atoms needs the full check
             payload = _checked(payload, self._max_depth - 1, self._cached)
-        try:
-            return self.embedded.decode_embedded(payload)
-        except CodecError:
-            raise
-        except Exception as e:
-            raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
+        return payload
 
 
 def _may_hold_special(data: bytes, start: int = 0) -> bool:
@@ -1127,6 +1142,21 @@ def encode(v: Value, *, embedded: EmbeddedHooks | None = None) -> bytes:
     if embedded is None:
         return _thread_encoder().encode(v)
     return Encoder(embedded).encode(v)
+
+
+def record_head(label: Symbol) -> ExtType:
+    """The head of a record labelled ``label``: an encoder packs ``[head, field ...]`` (a list)
+    exactly as that record.
+
+    For a caller that makes a record only to encode it (a relay wraps each event it sends):
+    the list costs no :class:`~feds.values.Record` (nor the hash of its fields) and no call of
+    the encoder's hook. Such a list is never put in a value cache, as a record is not unless
+    interned.
+    """
+    name = label.name
+    return _record_heads.get(name) or _record_heads.remember(
+        name, _ext(RECORD, name.encode("utf-8"))
+    )
 
 
 def encode_frame(v: Value, *, embedded: EmbeddedHooks | None = None) -> bytes:

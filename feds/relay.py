@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from itertools import chain
 from typing import Final
@@ -53,6 +53,7 @@ from feds.codec import (
     Limits,
     decode,
     encode,
+    record_head,
 )
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
@@ -87,6 +88,14 @@ ASSERT: Final = Symbol("assert")
 RETRACT: Final = Symbol("retract")
 MESSAGE: Final = Symbol("message")
 SYNC: Final = Symbol("sync")
+_ASSERT_NAME: Final = ASSERT.name  # events are told apart by name: a str compares fastest
+_RETRACT_NAME: Final = RETRACT.name
+_MESSAGE_NAME: Final = MESSAGE.name
+_SYNC_NAME: Final = SYNC.name
+_ASSERT_HEAD: Final = record_head(ASSERT)  # what _emit sends instead of making event records
+_RETRACT_HEAD: Final = record_head(RETRACT)
+_MESSAGE_HEAD: Final = record_head(MESSAGE)
+_SYNC_HEAD: Final = record_head(SYNC)
 PEER: Final = "peer"
 CLIENT: Final = "client"
 ADMIN: Final = "admin"
@@ -271,7 +280,12 @@ class _Entry:
 
 
 class _Membrane:
-    """The export and import tables of one connection end, with reference counts."""
+    """The export and import tables of one connection end, with reference counts.
+
+    It is also the codec's embedded hooks for the relay (:class:`~feds.codec.EmbeddedHooks`):
+    on encode it lifts local references into :attr:`lifted`, on decode it collects the
+    :class:`WireRef` s of a packet in :attr:`decoded` (the relay resets both).
+    """
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
@@ -282,6 +296,8 @@ class _Membrane:
         self._proxies: weakref.WeakValueDictionary[int, _Proxy] = weakref.WeakValueDictionary()
         self.dirty: list[_Entry] = []
         self.unlowered = 0  # WireRefs of the packet being applied that are not lowered yet
+        self.lifted: list[_Entry] = []  # entries counted by the encoding under way
+        self.decoded: list[WireRef] = []  # WireRefs of the packet being decoded
         self.known_ref_free: Callable[[Value], bool]  # the relay's decoder's, set by the relay
 
     # -- tables -------------------------------------------------------------------------------
@@ -314,15 +330,16 @@ class _Membrane:
 
     # -- counting -----------------------------------------------------------------------------
 
-    @staticmethod
-    def acquire(entry: _Entry) -> _Entry:
-        entry.count += 1
-        return entry
+    def release(self, entries: Iterable[_Entry]) -> None:
+        """Drop one count of each entry; one at zero is freed when the turn ends (:meth:`collect`).
 
-    def release(self, entry: _Entry) -> None:
-        entry.count -= 1
-        if entry.count <= 0:
-            self.dirty.append(entry)
+        Takes many entries at once: a packet or a turn releases several, one call for all.
+        """
+        dirty = self.dirty
+        for entry in entries:
+            entry.count -= 1
+            if entry.count <= 0:
+                dirty.append(entry)
 
     def collect(self) -> None:
         """Free every entry whose count dropped to zero during this turn and stayed there."""
@@ -346,8 +363,8 @@ class _Membrane:
 
     # -- codec hooks --------------------------------------------------------------------------
 
-    def lift(self, obj: Embedded, lifted: list[_Entry]) -> Value:
-        """The wire form of a local reference, counting the entry it uses."""
+    def encode_embedded(self, obj: Embedded) -> Value:
+        """The wire form of a local reference, counting the entry it uses (in :attr:`lifted`)."""
         if obj.__class__ is not Ref:
             raise CodecError(f"cannot send the reference {obj!r} over a relay")
         entity = obj.entity  # type: ignore[attr-defined]
@@ -355,8 +372,24 @@ class _Membrane:
             entry = self.import_oid(entity.oid)
         else:
             entry = self.export(obj)  # type: ignore[arg-type]
-        lifted.append(self.acquire(entry))
+        entry.count += 1
+        self.lifted.append(entry)
         return (entry.kind, entry.oid)
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        """The WireRef of a decoded ``[kind oid]`` (collected in :attr:`decoded`)."""
+        if (
+            v.__class__ is tuple
+            and len(v) == 2
+            and v[0].__class__ is int
+            and v[1].__class__ is int
+            and v[0] in (MINE, YOURS)
+            and 0 <= v[1] < _MAX_ID
+        ):
+            wire = WireRef(v[0], v[1])
+            self.decoded.append(wire)
+            return wire
+        raise CodecError(f"malformed embedded reference {v!r} (expected [0 oid] or [1 oid])")
 
     def lower(self, wire: WireRef, entries: list[_Entry]) -> Ref:
         """The local Ref for a decoded wire reference, counting the entry it uses."""
@@ -367,7 +400,8 @@ class _Membrane:
             entry = self.exports.get(wire.oid)
             if entry is None:  # freed while the far side still mentioned it (a benign race)
                 return self.relay._inert()
-        entries.append(self.acquire(entry))
+        entry.count += 1
+        entries.append(entry)
         return entry.ref
 
     def lower_value(self, v: Value, entries: list[_Entry]) -> Value:
@@ -409,49 +443,30 @@ class _Membrane:
     def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
         """``items`` with every WireRef lowered, or None if none is among them (copy on write).
 
-        Items before the first change are reused as they are, atoms are passed over, and none
-        is looked at once the packet has no WireRef left to lower.
+        Atoms, tuples, WireRefs and records and dicts known to hold no reference are dealt with
+        here without a call to :meth:`lower_value`, and no item is looked at once the packet
+        has no WireRef left to lower.
         """
+        lowered: list | None = None  # a copy of items, once one of them has changed
         for i, x in enumerate(items):
             if self.unlowered == 0:
-                return None
-            if x.__class__ in _ATOMS:
+                break
+            cls = x.__class__
+            if cls in _ATOMS:
                 continue
-            new = self.lower_value(x, entries)
+            if cls is WireRef:
+                new = self.lower(x, entries)
+            elif cls is tuple:
+                new = self._lower_items(x, entries) or x
+            elif (cls is Record or cls is FrozenDict) and self.known_ref_free(x):
+                continue  # as lower_value would, without calling it
+            else:
+                new = self.lower_value(x, entries)
             if new is not x:
-                rest = items[i + 1 :]
-                if self.unlowered:
-                    rest = [self.lower_value(y, entries) for y in rest]
-                return (*items[:i], new, *rest)
-        return None
-
-
-class _Hooks:
-    """The codec's embedded hooks for one relay: lift on encode, collect WireRefs on decode."""
-
-    __slots__ = ("decoded", "lifted", "membrane")
-
-    def __init__(self, membrane: _Membrane) -> None:
-        self.membrane = membrane
-        self.lifted: list[_Entry] = []
-        self.decoded: list[WireRef] = []
-
-    def encode_embedded(self, obj: Embedded) -> Value:
-        return self.membrane.lift(obj, self.lifted)
-
-    def decode_embedded(self, v: Value) -> Embedded:
-        if (
-            v.__class__ is tuple
-            and len(v) == 2
-            and v[0].__class__ is int
-            and v[1].__class__ is int
-            and v[0] in (MINE, YOURS)
-            and 0 <= v[1] < _MAX_ID
-        ):
-            wire = WireRef(v[0], v[1])
-            self.decoded.append(wire)
-            return wire
-        raise CodecError(f"malformed embedded reference {v!r} (expected [0 oid] or [1 oid])")
+                if lowered is None:
+                    lowered = list(items)
+                lowered[i] = new
+        return None if lowered is None else tuple(lowered)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,13 +528,12 @@ class Relay:
         self.stats = RelayStats()
 
         self._membrane = _Membrane(self)
-        self._hooks = _Hooks(self._membrane)
         # A version 1 peer never uses the value cache, so accepting it costs nothing.
         self._frames = FrameDecoder(
-            embedded=self._hooks, limits=limits, cache_slots=VALUE_CACHE_SLOTS
+            embedded=self._membrane, limits=limits, cache_slots=VALUE_CACHE_SLOTS
         )
         self._membrane.known_ref_free = self._frames.decoder.known_ref_free
-        self._encoder = Encoder(self._hooks, limits)  # with a cache once version 2 is agreed
+        self._encoder = Encoder(self._membrane, limits)  # with a cache once version 2 is agreed
         self._plain_encoder = Encoder(None, limits)
         self._packer = msgpack.Packer(autoreset=True)
         self._output = bytearray()
@@ -550,12 +564,12 @@ class Relay:
         try:
             self._frames.feed(data)
             while not self.closed:
-                self._hooks.decoded = []
+                self._membrane.decoded = []
                 packet = self._frames.next_value()
                 if packet is NEED_DATA:
                     break
                 self.stats.packets_in += 1
-                self._dispatch(packet, self._hooks.decoded)
+                self._dispatch(packet, self._membrane.decoded)
         except CodecError as e:
             self._fail(f"bad frame: {e}")
         except ProtocolError as e:
@@ -638,7 +652,7 @@ class Relay:
         self.remote_hello = hello
         self.version = version
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
-            self._encoder = Encoder(self._hooks, self.limits, cache_slots=VALUE_CACHE_SLOTS)
+            self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
         log.debug("%r: hello from %s %r (version %d)", self, hello.role, hello.name, version)
         self._enqueue(self._ready)
@@ -665,50 +679,52 @@ class Relay:
         if item.__class__ is not tuple or len(item) != 2:
             raise ProtocolError("malformed event: expected [oid event]", _plain(item))
         oid, event = item
-        if not _is_id(oid):
+        if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
             raise ProtocolError("malformed event: the oid is not a non-negative integer")
         if event.__class__ is not Record:
             raise ProtocolError("unknown event: not a record")
         label, fields = event.label, event.fields
-        name = _label_name(label)
-        if name == ASSERT.name and len(fields) == 2:
-            return self._check_assert(oid, fields[0], fields[1])
-        if name == RETRACT.name and len(fields) == 1:
-            return self._check_retract(oid, fields[0])
-        if name == MESSAGE.name and len(fields) == 1:
-            self._check_target(oid)
-            return (MESSAGE, oid, fields[0], None)
-        if name == SYNC.name and len(fields) == 1:
-            self._check_target(oid)
-            if fields[0].__class__ is not WireRef:
-                raise ProtocolError("malformed event: the peer of a sync is not a reference")
-            return (SYNC, oid, fields[0], None)
-        raise ProtocolError(f"unknown event {_label_text(label)}/{len(fields)}")
-
-    def _check_target(self, oid: int) -> None:
-        if not self._membrane.known_export(oid):
+        name = label.name if label.__class__ is Symbol else None  # a str compares fastest
+        arity = len(fields)
+        if name == _MESSAGE_NAME and arity == 1:
+            kind = MESSAGE
+        elif name == _ASSERT_NAME and arity == 2:
+            kind = ASSERT
+        elif name == _RETRACT_NAME and arity == 1:
+            return self._check_retract(oid, fields[0])  # its oid is checked against the handle
+        elif name == _SYNC_NAME and arity == 1:
+            kind = SYNC
+        else:
+            raise ProtocolError(f"unknown event {_label_text(label)}/{arity}")
+        if oid >= self._membrane.next_oid:  # never allocated (known_export, inlined)
             raise ProtocolError(f"unknown oid {oid}")
+        if kind is MESSAGE:
+            return (MESSAGE, oid, fields[0], None)
+        if kind is ASSERT:
+            return self._check_assert(oid, fields[0], fields[1])
+        if fields[0].__class__ is not WireRef:
+            raise ProtocolError("malformed event: the peer of a sync is not a reference")
+        return (SYNC, oid, fields[0], None)
 
     def _check_assert(self, oid: int, value: Value, handle: Value) -> tuple:
-        self._check_target(oid)
-        if not _is_id(handle):
+        if handle.__class__ is not int or not 0 <= handle < _MAX_ID:
             raise ProtocolError("malformed event: the handle is not a non-negative integer")
-        if handle in self._far_handles:
+        far_handles = self._far_handles
+        if handle in far_handles:
             raise ProtocolError(f"handle {handle} reused while live")
-        if len(self._far_handles) >= self.max_handles:
+        if len(far_handles) >= self.max_handles:
             raise ProtocolError(f"too many live handles (max {self.max_handles})")
-        self._far_handles[handle] = oid
+        far_handles[handle] = oid
         return (ASSERT, oid, value, handle)
 
     def _check_retract(self, oid: int, handle: Value) -> tuple:
-        if not _is_id(handle):
+        if handle.__class__ is not int or not 0 <= handle < _MAX_ID:
             raise ProtocolError("malformed event: the handle is not a non-negative integer")
-        owner = self._far_handles.get(handle)
+        owner = self._far_handles.pop(handle, None)
         if owner is None:
             raise ProtocolError(f"unknown handle {handle} retracted")
         if owner != oid:
             raise ProtocolError(f"handle {handle} retracted at oid {oid}, asserted at oid {owner}")
-        del self._far_handles[handle]
         return (RETRACT, oid, None, handle)
 
     # -- applying incoming events (in a turn of the relay actor) ---------------------------------
@@ -748,8 +764,7 @@ class Relay:
             return
         local, entries = held  # type: ignore[misc]
         turn.retract(local)
-        for entry in entries:
-            self._membrane.release(entry)
+        self._membrane.release(entries)
 
     def _apply_message(
         self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
@@ -765,7 +780,7 @@ class Relay:
                 del self._sync_pins[oid]
             else:
                 self._sync_pins[oid] = pins - 1
-            self._membrane.release(self._membrane.exports[oid])
+            self._membrane.release((self._membrane.exports[oid],))
 
     def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
         held: list[_Entry] = []
@@ -790,7 +805,7 @@ class Relay:
     def _send_assert(self, turn: Turn, oid: int, value: Value, handle: Handle) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, Record(ASSERT, (value, handle)))
+        entries = self._emit(turn, oid, [_ASSERT_HEAD, value, handle])
         self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
 
     def _send_retract(self, turn: Turn, handle: Handle) -> None:
@@ -800,21 +815,20 @@ class Relay:
         if held is _DROPPED:
             return
         oid, entries = held  # type: ignore[misc]
-        self._emit(turn, oid, Record(RETRACT, (handle,)))
-        for entry in entries:
-            self._membrane.release(entry)
+        self._emit(turn, oid, [_RETRACT_HEAD, handle])
+        self._membrane.release(entries)
 
     def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, Record(MESSAGE, (value,)))
+        entries = self._emit(turn, oid, [_MESSAGE_HEAD, value])
         if entries:
             self._transient.extend(entries)
 
     def _send_sync(self, turn: Turn, oid: int, peer: Ref) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, Record(SYNC, (peer,)))
+        entries = self._emit(turn, oid, [_SYNC_HEAD, peer])
         if not entries:
             return
         (entry,) = entries
@@ -823,22 +837,27 @@ class Relay:
         else:
             self._transient.append(entry)
 
-    def _emit(self, turn: Turn, oid: int, event: Record) -> list[_Entry] | None:
-        """Encode one event into the current turn's packet; None if it cannot be sent."""
-        self._touch(turn)
-        hooks = self._hooks
-        hooks.lifted = []
+    def _emit(self, turn: Turn, oid: int, event: list) -> list[_Entry] | None:
+        """Encode one event into the current turn's packet; None if it cannot be sent.
+
+        ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
+        as the event's record without making one.
+        """
+        if self._flush_turn is not turn:  # the turn's first event (saves a call per event)
+            self._touch(turn)
+        membrane = self._membrane
+        membrane.lifted = []
         try:  # on failure, the encoder forgets the cache definitions it made for this event
             data = self._encoder.encode(
                 (oid, event), max_size=self.limits.max_frame_size - _TURN_OVERHEAD
             )
         except CodecError as e:
-            for entry in hooks.lifted:
-                self._membrane.release(entry)
-            log.warning("%r: dropped an outgoing %s event: %s", self, event.label.name, e)
+            membrane.release(membrane.lifted)
+            name = event[0].data.decode()
+            log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
             return None
         self._events.append(data)
-        return hooks.lifted
+        return membrane.lifted
 
     # -- turn commit: one packet per turn ---------------------------------------------------------
 
@@ -857,8 +876,7 @@ class Relay:
             self._events = []
         membrane = self._membrane
         if self._transient:
-            for entry in self._transient:
-                membrane.release(entry)
+            membrane.release(self._transient)
             self._transient.clear()
         if membrane.dirty:
             membrane.collect()
@@ -943,10 +961,6 @@ class Relay:
         if self._inert_ref is None:
             self._inert_ref = Ref(self.actor.root, _Inert())
         return self._inert_ref
-
-
-def _is_id(v: Value) -> bool:
-    return v.__class__ is int and 0 <= v < _MAX_ID
 
 
 def _label_name(label: Value) -> str | None:

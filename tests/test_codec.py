@@ -29,6 +29,7 @@ from feds.codec import (
     decode,
     encode,
     encode_frame,
+    record_head,
 )
 from feds.syntax import parse
 from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, check_value, record
@@ -173,6 +174,41 @@ def test_embedded_hook_failures_become_codec_errors():
         decode(data, embedded=Failing())
     with pytest.raises(CodecError, match="bad reference"):
         decode(array(ext(EMBEDDED), b"\x01"), embedded=RefHooks())
+
+
+class PairHooks(RefHooks):
+    """Hooks that put a reference on the wire as two integers, as a relay does."""
+
+    def encode_embedded(self, obj: Embedded) -> Value:
+        assert isinstance(obj, Ref)
+        return (0, obj.n)
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        return Ref(v[1])
+
+
+def test_a_record_head_and_fields_encode_as_the_record():
+    value = record("bench", 1, Symbol("x"), (Ref(2),))
+    data = encode([record_head(Symbol("message")), value, 3], embedded=RefHooks())
+    assert data == encode(record("message", value, 3), embedded=RefHooks())
+    assert decode(data, embedded=RefHooks()) == record("message", value, 3)
+
+
+def test_two_integer_references_take_the_short_path_with_the_same_errors():
+    data = encode(record("x", Ref(7)), embedded=PairHooks())
+    assert decode(data, embedded=PairHooks()) == record("x", Ref(7))
+    with pytest.raises(CodecError, match="no embedded hooks"):
+        decode(data)
+    nested = encode((Ref(7), 1), embedded=PairHooks())  # the reference is not the last item
+    with pytest.raises(CodecError, match="nested deeper than max_depth"):
+        decode(nested, embedded=PairHooks(), limits=Limits(max_depth=1))
+
+    class Failing(PairHooks):
+        def decode_embedded(self, v: Value) -> Embedded:
+            raise KeyError(v)
+
+    with pytest.raises(CodecError, match=r"cannot decode embedded reference \(0, 7\)"):
+        decode(data, embedded=Failing())
 
 
 @pytest.mark.parametrize(

@@ -256,6 +256,63 @@ def test_refs_in_messages_are_counted_transiently() -> None:
     assert link.clean()
 
 
+def test_refs_are_lowered_wherever_they_are_in_a_value() -> None:
+    link = Link()
+    apps = [entity_ref(link.client_sched, Recorder(), f"client-app-{i}")[1] for i in range(3)]
+    a, b, c = apps
+
+    def shapes() -> list[Value]:  # several per container, before and after other items
+        return [
+            record("x", (a, b), 1, (2, c)),
+            record("y", frozenset({a, 3}), FrozenDict({b: (c,), 4: a})),
+            Record(a, (b, "label is a ref")),
+            (1, (2, (3, c)), a),
+        ]
+
+    actor = link.client_act(lambda t: [t.publish(link.proxy, v) for v in shapes()])
+    link.client_act(lambda t: [t.message(link.proxy, v) for v in shapes()], actor)
+    far: dict[Ref, Ref] = {}  # each client ref as the server sees it: one proxy per object
+    for v in link.recorder.live.values():
+        for x in walk(v):
+            assert x.__class__ is not WireRef
+            if isinstance(x, Ref):
+                far.setdefault(x, x)
+    assert len(far) == 3  # exported in the order first met: a, b, c
+    by_client = dict(zip(apps, sorted(far, key=lambda r: r.entity.oid), strict=True))
+    expected = [substitute(v, by_client) for v in shapes()]
+    assert sorted(map(repr, link.recorder.live.values())) == sorted(map(repr, expected))
+    assert [v for kind, v in link.recorder.events if kind == "!"] == expected
+    assert link.server.imported_oids() == {0, 1, 2, 3}  # held by the assertions only
+    link.client_act(lambda t: t.stop_actor(), actor)
+    assert link.recorder.live == {} and link.clean()
+
+
+def walk(v: Value) -> list[Value]:
+    """Every value inside ``v`` (``v`` included), records' labels too."""
+    if isinstance(v, Record):
+        return [v, *walk(v.label), *(x for f in v.fields for x in walk(f))]
+    if isinstance(v, tuple | frozenset):
+        return [v, *(x for i in v for x in walk(i))]
+    if isinstance(v, FrozenDict):
+        return [v, *(x for kv in v.items() for i in kv for x in walk(i))]
+    return [v]
+
+
+def substitute(v: Value, refs: dict[Ref, Ref]) -> Value:
+    """``v`` with each reference in ``refs`` replaced."""
+    if isinstance(v, Ref):
+        return refs.get(v, v)
+    if isinstance(v, Record):
+        return Record(substitute(v.label, refs), tuple(substitute(f, refs) for f in v.fields))
+    if isinstance(v, tuple):
+        return tuple(substitute(i, refs) for i in v)
+    if isinstance(v, frozenset):
+        return frozenset(substitute(i, refs) for i in v)
+    if isinstance(v, FrozenDict):
+        return FrozenDict({substitute(k, refs): substitute(i, refs) for k, i in v.items()})
+    return v
+
+
 def test_a_late_event_to_a_freed_oid_is_dropped_quietly() -> None:
     link = Link()
     back = Recorder()
@@ -378,6 +435,20 @@ BAD_INPUTS = [
     ("event arity", frames(HELLO, turn((0, record("message", 1, 2)))), "unknown event message"),
     ("event shape", frames(HELLO, turn((0,))), "malformed event"),
     ("unknown oid", frames(HELLO, turn((99, record("message", 1)))), "unknown oid 99"),
+    ("assert at unknown oid", frames(HELLO, turn((99, record("assert", 1, 5)))), "unknown oid 99"),
+    (
+        "sync at unknown oid",
+        frames(HELLO, turn((9, record("sync", WireRef(0, 3))))),
+        "unknown oid 9",
+    ),
+    ("bad oid", frames(HELLO, turn((-1, record("message", 1)))), "the oid is not"),
+    ("retract arity", frames(HELLO, turn((0, record("retract", 1, 2)))), "unknown event retract/2"),
+    ("assert arity", frames(HELLO, turn((0, record("assert", 1)))), "unknown event assert/1"),
+    (
+        "retract at another oid",
+        frames(HELLO, turn((0, record("assert", 1, 5)), (1, record("retract", 5)))),
+        "handle 5 retracted at oid 1, asserted at oid 0",
+    ),
     (
         "unknown yours oid",
         frames(HELLO, turn((0, record("message", WireRef(1, 42))))),

@@ -98,7 +98,7 @@ def test_slots_are_reused_when_more_values_than_slots_cross() -> None:
     assert not link.server.closed and not link.client.closed
 
 
-def test_a_dropped_event_leaves_no_definition_behind() -> None:
+def test_a_dropped_event_leaves_no_definition_behind(caplog: pytest.LogCaptureFixture) -> None:
     link = Link(limits=Limits(max_frame_size=300))
     fresh = interned('<group <rec dropped> {0: <lit "x">}>')
 
@@ -112,6 +112,7 @@ def test_a_dropped_event_leaves_no_definition_behind() -> None:
     assert not link.server.closed, link.server.close_reason
     assert [v for _, v in link.recorder.events] == [record("pub", fresh), record("pub", 2, fresh)]
     assert link.recorder.events[1][1].fields[1] is fresh
+    assert caplog.text.count("dropped an outgoing message event") == 2
 
 
 def test_a_version_1_peer_gets_no_cache() -> None:
@@ -205,14 +206,23 @@ def test_lowering_skips_the_cached_pattern() -> None:
         lowered.append(v)
         return lower_value(v, entries)
 
+    checked: list[Value] = []
+    known_ref_free = membrane.known_ref_free
+
+    def known_spy(v: Value) -> bool:
+        checked.append(v)
+        return known_ref_free(v)
+
     membrane.lower_value = spy  # type: ignore[method-assign]
+    membrane.known_ref_free = known_spy
     link.client_act(
         lambda t: [t.message(link.proxy, record("pub", back_ref, pat, i)) for i in range(2)]
     )
     got = [v for _, v in link.recorder.events]
     assert [v.fields[1:] for v in got] == [(pat, 0), (pat, 1)]
     assert all(isinstance(v.fields[0], Ref) for v in got)
-    assert pat in lowered and pat.fields[0] not in lowered  # not walked into
+    assert pat in checked  # known to hold no reference: not walked into
+    assert pat not in lowered and pat.fields[0] not in lowered and pat.fields[1] not in lowered
 
 
 def test_a_link_between_two_schedulers_keeps_both_caches_in_step() -> None:
