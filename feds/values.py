@@ -47,9 +47,14 @@ class Symbol:
     test. The intern table holds its symbols weakly, so names that nothing uses any more (for
     instance from hostile input) do not accumulate. Construction is thread-safe: a lookup that
     finds a live symbol takes no lock; creating one happens under :data:`_INTERN_LOCK`.
+
+    The hash is object's too (by identity, computed in C), so hashing a record or a tuple that
+    holds symbols calls no Python code. It is therefore not a function of the name: it differs
+    between processes and between two lives of a name, and nothing may keep it beyond the
+    symbol's life (:class:`Record` and :class:`FrozenDict` pickle without their hashes).
     """
 
-    __slots__ = ("__weakref__", "_hash", "name")
+    __slots__ = ("__weakref__", "name")
 
     name: str
 
@@ -69,14 +74,10 @@ class Symbol:
                     return sym
             sym = object.__new__(cls)
             sym.name = name
-            sym._hash = hash(("Symbol", name))
             _INTERNED[name] = _SymbolRef(sym, name)
             return sym
 
-    # Equality is identity (object's): interning makes it the same as equality of names.
-
-    def __hash__(self) -> int:
-        return self._hash
+    # Equality and hashing are object's (identity): interning makes that equality of names.
 
     def __reduce__(self) -> tuple:
         return (Symbol, (self.name,))
@@ -137,6 +138,9 @@ class Record:
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self) -> tuple:
+        return (Record, (self.label, self.fields))  # not the hash: it may not hold elsewhere
+
     def __len__(self) -> int:
         return len(self.fields)
 
@@ -177,6 +181,9 @@ class FrozenDict(Mapping):
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __reduce__(self) -> tuple:
+        return (FrozenDict, (self._items,))  # not the hash: it may not hold elsewhere
 
     def __repr__(self) -> str:
         return f"FrozenDict({self._items!r})"
