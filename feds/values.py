@@ -116,27 +116,37 @@ callback run, in the thread that holds it)."""
 
 
 class Record:
-    """A labelled tuple of fields: ``<label field ...>``."""
+    """A labelled tuple of fields: ``<label field ...>``.
+
+    The hash is computed on first use and kept: most records (wrappers that are only encoded
+    and sent, for instance) are never hashed. So, like a tuple's, a record's fields are not
+    checked to be hashable when it is built.
+    """
 
     __slots__ = ("_hash", "fields", "label")
 
     def __init__(self, label: Value, fields: tuple[Value, ...] = ()) -> None:
         self.label = label
         self.fields = fields if fields.__class__ is tuple else tuple(fields)
-        self._hash = hash((self.label, self.fields))
+        self._hash: int | None = None
 
     def __eq__(self, other: object) -> bool:
         if other is self:
             return True
-        return (
-            other.__class__ is Record
-            and self._hash == other._hash  # type: ignore[attr-defined]
-            and self.label == other.label  # type: ignore[attr-defined]
-            and self.fields == other.fields  # type: ignore[attr-defined]
-        )
+        if other.__class__ is not Record:
+            return False
+        mine = self._hash
+        if mine is not None:  # when both hashes are known, unequal ones settle it
+            theirs = other._hash  # type: ignore[attr-defined]
+            if theirs is not None and mine != theirs:
+                return False
+        return self.label == other.label and self.fields == other.fields  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.label, self.fields))
+        return h
 
     def __reduce__(self) -> tuple:
         return (Record, (self.label, self.fields))  # not the hash: it may not hold elsewhere
