@@ -328,6 +328,17 @@ class _SyncReply(Entity):
             self.callback(turn)
 
 
+def _adds_before_removes(batch: list[tuple]) -> list[tuple]:
+    """``batch`` with its retractions moved after everything else, each part kept in order.
+
+    A batch of only retractions or without any is returned as it is.
+    """
+    removes = [event for event in batch if event[0] == _RETRACT]
+    if not removes or len(removes) == len(batch):
+        return batch
+    return [event for event in batch if event[0] != _RETRACT] + removes
+
+
 class Scheduler:
     """A deterministic FIFO queue of turns for many actors.
 
@@ -406,36 +417,28 @@ class Scheduler:
             self._crash(actor, exc)
 
     def _run_batch(self, actor: Actor, batch: list[tuple]) -> None:
+        if len(batch) > 1:
+            batch = _adds_before_removes(batch)
         turn = Turn(actor.root)
-        retracts = None
         try:
-            for event in batch:
-                kind, ref, payload, handle = event
-                if kind == _RETRACT:
-                    if retracts is None:
-                        retracts = [event]
-                    else:
-                        retracts.append(event)
-                    continue
+            for kind, ref, payload, handle in batch:
                 facet = ref.facet
                 if not facet.alive:
                     continue
                 turn.facet = facet
-                entity = ref.entity
-                if kind != _SYNC and entity.__class__ is not _SyncReply:
-                    actor.work += 1
                 if kind == _PUBLISH:
-                    entity.on_publish(turn, payload, handle)
+                    actor.work += 1
+                    ref.entity.on_publish(turn, payload, handle)
                 elif kind == _MESSAGE:
-                    entity.on_message(turn, payload)
-                else:
-                    entity.on_sync(turn, payload)
-            if retracts is not None:
-                for _kind, ref, _payload, handle in retracts:
-                    if ref.facet.alive:
-                        turn.facet = ref.facet
+                    entity = ref.entity
+                    if entity.__class__ is not _SyncReply:
                         actor.work += 1
-                        ref.entity.on_retract(turn, handle)
+                    entity.on_message(turn, payload)
+                elif kind == _RETRACT:
+                    actor.work += 1
+                    ref.entity.on_retract(turn, handle)
+                else:
+                    ref.entity.on_sync(turn, payload)
             turn.facet = actor.root
             turn._finish()
         except Exception as exc:
