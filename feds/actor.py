@@ -162,7 +162,7 @@ class Turn:
 
     def publish(self, ref: Ref, value: Value) -> Handle:
         """Assert ``value`` at ``ref``; the returned handle retracts it."""
-        handle = self.scheduler.next_handle()
+        handle = next(self.scheduler._handles)
         if self._new is None:
             self._new = {handle: (self.facet, ref)}
         else:
@@ -273,8 +273,15 @@ class Turn:
             for handle, entry in self._new.items():
                 outbound[handle] = entry
                 entry[0].outbound.add(handle)
-        if self._pending is not None:
-            self.scheduler._deliver_all(self._pending)
+        pending = self._pending
+        if pending is not None:  # each batch queued, in the order they were begun
+            scheduler = self.scheduler
+            queue = scheduler._queue
+            was_idle = not queue
+            for target, batch in pending.items():
+                queue.append((target, None, batch))
+            if was_idle and scheduler.on_work is not None:
+                scheduler.on_work()
         if self._commits is not None:
             for callback in self._commits:
                 callback()
@@ -353,9 +360,6 @@ class Scheduler:
         self.turns_run = 0
         self.crashes: list[tuple[Actor, BaseException]] = []
 
-    def next_handle(self) -> Handle:
-        return next(self._handles)
-
     def _push(self, item: tuple[Actor, Facet | None, Any]) -> None:
         was_idle = not self._queue
         self._queue.append(item)
@@ -369,15 +373,6 @@ class Scheduler:
     def deliver(self, actor: Actor, batch: list[tuple]) -> None:
         """Queue one turn's worth of events for ``actor`` (called at commit)."""
         self._push((actor, None, batch))
-
-    def _deliver_all(self, pending: dict[Actor, list[tuple]]) -> None:
-        """:meth:`deliver` each of a committing turn's batches, in the order they were begun."""
-        queue = self._queue
-        was_idle = not queue
-        for target, batch in pending.items():
-            queue.append((target, None, batch))
-        if was_idle and self.on_work is not None:
-            self.on_work()
 
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
         """Create a top-level actor (from outside any turn) and queue its first turn."""
