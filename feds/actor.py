@@ -122,15 +122,19 @@ class Turn:
     """The context for one atomic step of one actor. Effects are committed when it ends.
 
     Most turns only send a few events, so the containers for everything else (new and retracted
-    handles, stops, commit callbacks) are created on first use; ``None`` means "none yet".
+    handles, stops, commit callbacks) are created on first use; ``None`` means "none yet". Most
+    send to one actor only: the batch for the first target actor is kept in two slots, and a
+    dict is made only for the batches of any others.
     """
 
     __slots__ = (
+        "_batch",
         "_commits",
         "_gone",
         "_new",
-        "_pending",
+        "_others",
         "_stops",
+        "_target",
         "actor",
         "facet",
         "scheduler",
@@ -141,7 +145,9 @@ class Turn:
         self.actor = actor
         self.facet = facet
         self.scheduler = actor.scheduler
-        self._pending: dict[Actor, list[tuple]] | None = None
+        self._target: Actor | None = None
+        self._batch: list[tuple] | None = None
+        self._others: dict[Actor, list[tuple]] | None = None
         self._new: dict[Handle, tuple[Facet, Ref]] | None = None
         self._gone: list[Handle] | None = None
         self._stops: list[tuple[Facet, TurnAction | None]] | None = None
@@ -150,15 +156,27 @@ class Turn:
     # -- effects ----------------------------------------------------------------------------
 
     def _send(self, ref: Ref, event: tuple) -> None:
-        pending = self._pending
-        if pending is None:
-            self._pending = {ref.actor: [event]}
-            return
-        batch = pending.get(ref.actor)
-        if batch is None:
-            pending[ref.actor] = [event]
+        target = ref.actor
+        if target is self._target:
+            self._batch.append(event)  # type: ignore[union-attr]
+        elif self._target is None:
+            self._target = target
+            self._batch = [event]
+        elif self._others is None:
+            self._others = {target: [event]}
         else:
-            batch.append(event)
+            batch = self._others.get(target)
+            if batch is None:
+                self._others[target] = [event]
+            else:
+                batch.append(event)
+
+    def _batches(self) -> list[tuple[Actor, list[tuple]]]:
+        """The events sent so far, per target actor, in the order the targets were first sent to."""
+        if self._target is None:
+            return []
+        first = (self._target, self._batch)
+        return [first] if self._others is None else [first, *self._others.items()]
 
     def publish(self, ref: Ref, value: Value) -> Handle:
         """Assert ``value`` at ``ref``; the returned handle retracts it."""
@@ -273,13 +291,14 @@ class Turn:
             for handle, entry in self._new.items():
                 outbound[handle] = entry
                 entry[0].outbound.add(handle)
-        pending = self._pending
-        if pending is not None:  # each batch queued, in the order they were begun
+        if self._target is not None:  # queue each batch, in the order of _batches()
             scheduler = self.scheduler
             queue = scheduler._queue
             was_idle = not queue
-            for target, batch in pending.items():
-                queue.append((target, None, batch))
+            queue.append((self._target, None, self._batch))
+            if self._others is not None:
+                for target, batch in self._others.items():
+                    queue.append((target, None, batch))
             if was_idle and scheduler.on_work is not None:
                 scheduler.on_work()
         if self._commits is not None:
@@ -459,8 +478,7 @@ class Scheduler:
         # Of what the stop actions did, only messages leave a crashed actor; then every
         # assertion it held is retracted.
         batches = {
-            target: [e for e in batch if e[0] == _MESSAGE]
-            for target, batch in (cleanup._pending or {}).items()
+            target: [e for e in batch if e[0] == _MESSAGE] for target, batch in cleanup._batches()
         }
         for handle, (_facet, ref) in actor.outbound.items():
             batches.setdefault(ref.actor, []).append((_RETRACT, ref, None, handle))

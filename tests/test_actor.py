@@ -6,6 +6,7 @@ from feds.actor import (
     _MESSAGE,
     _PUBLISH,
     _RETRACT,
+    Entity,
     Handle,
     Ref,
     Scheduler,
@@ -271,3 +272,72 @@ def test_work_wakes_the_driver_once_when_queued_into_an_idle_queue() -> None:
     sched.run_until_idle()  # the turn queues a batch for each of two actors: one wake
     assert wakes == [1, 1, 2]
     assert a.events == [("!", 1)] and b.events == [("!", 2)]
+
+
+def test_batches_are_queued_in_the_order_their_targets_were_first_sent_to() -> None:
+    sched = Scheduler()
+    log: list[tuple[str, Value]] = []
+
+    class Logger(Entity):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_message(self, turn: Turn, value: Value) -> None:
+            log.append((self.name, value))
+
+    refs: dict[str, Ref] = {}
+    for name in "abc":
+        sched.spawn(lambda t, name=name: refs.__setitem__(name, t.ref(Logger(name))))
+    sched.run_until_idle()
+
+    def send(t: Turn) -> None:
+        for i, name in enumerate("babcab"):
+            t.message(refs[name], i)
+
+    sched.spawn(send)
+    sched.run_until_idle()
+    assert log == [("b", 0), ("b", 2), ("b", 5), ("a", 1), ("a", 4), ("c", 3)]
+
+
+def test_a_crashed_actors_stop_actions_send_only_their_messages_to_every_target() -> None:
+    sched = Scheduler()
+    first, second = Recorder(), Recorder()
+    refs: list[Ref] = []
+    sched.spawn(lambda t: refs.append(t.ref(first)))
+    sched.spawn(lambda t: refs.append(t.ref(second)))
+    sched.run_until_idle()
+    one, two = refs
+
+    def boot(t: Turn) -> None:
+        t.publish(two, "held")
+
+        def last_words(t: Turn) -> None:
+            t.publish(one, "never")
+            t.message(one, "bye")
+            t.message(two, "bye too")
+
+        t.on_stop(last_words)
+
+    actor = sched.spawn(boot)
+    sched.run_until_idle()
+    sched.enqueue(actor, actor.root, lambda t: 1 / 0)
+    sched.run_until_idle()
+    assert not actor.alive
+    assert first.events == [("!", "bye")]
+    assert second.events == [("+", "held"), ("!", "bye too"), ("-", "held")]
+
+
+def test_a_turn_sending_to_one_actor_makes_no_dict_of_batches() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    seen: list = []
+
+    def send(t: Turn) -> None:
+        t.message(ref, 1)
+        t.publish(ref, 2)
+        seen.append((t._others, [(a, [e[2] for e in b]) for a, b in t._batches()]))
+
+    sched.spawn(send)
+    sched.run_until_idle()
+    assert seen == [(None, [(ref.actor, [1, 2])])]
+    assert rec.events == [("!", 1), ("+", 2)]
