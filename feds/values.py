@@ -120,7 +120,9 @@ class Record:
 
     The hash is computed on first use and kept: most records (wrappers that are only encoded
     and sent, for instance) are never hashed. So, like a tuple's, a record's fields are not
-    checked to be hashable when it is built.
+    checked to be hashable when it is built, and a first hash recurses into nested records
+    whose hashes are not known yet: like comparing two equal records, which always recursed,
+    it raises ``RecursionError`` some 500 levels deep (the codec accepts 64, the parser 128).
     """
 
     __slots__ = ("_hash", "fields", "label")
