@@ -122,15 +122,19 @@ class Turn:
     """The context for one atomic step of one actor. Effects are committed when it ends.
 
     Most turns only send a few events, so the containers for everything else (new and retracted
-    handles, stops, commit callbacks) are created on first use; ``None`` means "none yet".
+    handles, stops, commit callbacks) are created on first use; ``None`` means "none yet". Most
+    send to one actor only: the batch for the first target actor is kept in two slots, and a
+    dict is made only for the batches of any others.
     """
 
     __slots__ = (
+        "_batch",
         "_commits",
         "_gone",
         "_new",
-        "_pending",
+        "_others",
         "_stops",
+        "_target",
         "actor",
         "facet",
         "scheduler",
@@ -141,7 +145,9 @@ class Turn:
         self.actor = actor
         self.facet = facet
         self.scheduler = actor.scheduler
-        self._pending: dict[Actor, list[tuple]] | None = None
+        self._target: Actor | None = None
+        self._batch: list[tuple] | None = None
+        self._others: dict[Actor, list[tuple]] | None = None
         self._new: dict[Handle, tuple[Facet, Ref]] | None = None
         self._gone: list[Handle] | None = None
         self._stops: list[tuple[Facet, TurnAction | None]] | None = None
@@ -150,19 +156,31 @@ class Turn:
     # -- effects ----------------------------------------------------------------------------
 
     def _send(self, ref: Ref, event: tuple) -> None:
-        pending = self._pending
-        if pending is None:
-            self._pending = {ref.actor: [event]}
-            return
-        batch = pending.get(ref.actor)
-        if batch is None:
-            pending[ref.actor] = [event]
+        target = ref.actor
+        if target is self._target:
+            self._batch.append(event)  # type: ignore[union-attr]
+        elif self._target is None:
+            self._target = target
+            self._batch = [event]
+        elif self._others is None:
+            self._others = {target: [event]}
         else:
-            batch.append(event)
+            batch = self._others.get(target)
+            if batch is None:
+                self._others[target] = [event]
+            else:
+                batch.append(event)
+
+    def _batches(self) -> list[tuple[Actor, list[tuple]]]:
+        """The events sent so far, per target actor, in the order the targets were first sent to."""
+        if self._target is None:
+            return []
+        first = (self._target, self._batch)
+        return [first] if self._others is None else [first, *self._others.items()]
 
     def publish(self, ref: Ref, value: Value) -> Handle:
         """Assert ``value`` at ``ref``; the returned handle retracts it."""
-        handle = self.scheduler.next_handle()
+        handle = next(self.scheduler._handles)
         if self._new is None:
             self._new = {handle: (self.facet, ref)}
         else:
@@ -273,8 +291,16 @@ class Turn:
             for handle, entry in self._new.items():
                 outbound[handle] = entry
                 entry[0].outbound.add(handle)
-        if self._pending is not None:
-            self.scheduler._deliver_all(self._pending)
+        if self._target is not None:  # queue each batch, in the order of _batches()
+            scheduler = self.scheduler
+            queue = scheduler._queue
+            was_idle = not queue
+            queue.append((self._target, None, self._batch))
+            if self._others is not None:
+                for target, batch in self._others.items():
+                    queue.append((target, None, batch))
+            if was_idle and scheduler.on_work is not None:
+                scheduler.on_work()
         if self._commits is not None:
             for callback in self._commits:
                 callback()
@@ -328,6 +354,17 @@ class _SyncReply(Entity):
             self.callback(turn)
 
 
+def _adds_before_removes(batch: list[tuple]) -> list[tuple]:
+    """``batch`` with its retractions moved after everything else, each part kept in order.
+
+    A batch of only retractions or without any is returned as it is.
+    """
+    removes = [event for event in batch if event[0] == _RETRACT]
+    if not removes or len(removes) == len(batch):
+        return batch
+    return [event for event in batch if event[0] != _RETRACT] + removes
+
+
 class Scheduler:
     """A deterministic FIFO queue of turns for many actors.
 
@@ -342,9 +379,6 @@ class Scheduler:
         self.turns_run = 0
         self.crashes: list[tuple[Actor, BaseException]] = []
 
-    def next_handle(self) -> Handle:
-        return next(self._handles)
-
     def _push(self, item: tuple[Actor, Facet | None, Any]) -> None:
         was_idle = not self._queue
         self._queue.append(item)
@@ -358,15 +392,6 @@ class Scheduler:
     def deliver(self, actor: Actor, batch: list[tuple]) -> None:
         """Queue one turn's worth of events for ``actor`` (called at commit)."""
         self._push((actor, None, batch))
-
-    def _deliver_all(self, pending: dict[Actor, list[tuple]]) -> None:
-        """:meth:`deliver` each of a committing turn's batches, in the order they were begun."""
-        queue = self._queue
-        was_idle = not queue
-        for target, batch in pending.items():
-            queue.append((target, None, batch))
-        if was_idle and self.on_work is not None:
-            self.on_work()
 
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
         """Create a top-level actor (from outside any turn) and queue its first turn."""
@@ -406,36 +431,28 @@ class Scheduler:
             self._crash(actor, exc)
 
     def _run_batch(self, actor: Actor, batch: list[tuple]) -> None:
+        if len(batch) > 1:
+            batch = _adds_before_removes(batch)
         turn = Turn(actor.root)
-        retracts = None
         try:
-            for event in batch:
-                kind, ref, payload, handle = event
-                if kind == _RETRACT:
-                    if retracts is None:
-                        retracts = [event]
-                    else:
-                        retracts.append(event)
-                    continue
+            for kind, ref, payload, handle in batch:
                 facet = ref.facet
                 if not facet.alive:
                     continue
                 turn.facet = facet
-                entity = ref.entity
-                if kind != _SYNC and entity.__class__ is not _SyncReply:
-                    actor.work += 1
                 if kind == _PUBLISH:
-                    entity.on_publish(turn, payload, handle)
+                    actor.work += 1
+                    ref.entity.on_publish(turn, payload, handle)
                 elif kind == _MESSAGE:
-                    entity.on_message(turn, payload)
-                else:
-                    entity.on_sync(turn, payload)
-            if retracts is not None:
-                for _kind, ref, _payload, handle in retracts:
-                    if ref.facet.alive:
-                        turn.facet = ref.facet
+                    entity = ref.entity
+                    if entity.__class__ is not _SyncReply:
                         actor.work += 1
-                        ref.entity.on_retract(turn, handle)
+                    entity.on_message(turn, payload)
+                elif kind == _RETRACT:
+                    actor.work += 1
+                    ref.entity.on_retract(turn, handle)
+                else:
+                    ref.entity.on_sync(turn, payload)
             turn.facet = actor.root
             turn._finish()
         except Exception as exc:
@@ -461,8 +478,7 @@ class Scheduler:
         # Of what the stop actions did, only messages leave a crashed actor; then every
         # assertion it held is retracted.
         batches = {
-            target: [e for e in batch if e[0] == _MESSAGE]
-            for target, batch in (cleanup._pending or {}).items()
+            target: [e for e in batch if e[0] == _MESSAGE] for target, batch in cleanup._batches()
         }
         for handle, (_facet, ref) in actor.outbound.items():
             batches.setdefault(ref.actor, []).append((_RETRACT, ref, None, handle))

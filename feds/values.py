@@ -47,9 +47,14 @@ class Symbol:
     test. The intern table holds its symbols weakly, so names that nothing uses any more (for
     instance from hostile input) do not accumulate. Construction is thread-safe: a lookup that
     finds a live symbol takes no lock; creating one happens under :data:`_INTERN_LOCK`.
+
+    The hash is object's too (by identity, computed in C), so hashing a record or a tuple that
+    holds symbols calls no Python code. It is therefore not a function of the name: it differs
+    between processes and between two lives of a name, and nothing may keep it beyond the
+    symbol's life (:class:`Record` and :class:`FrozenDict` pickle without their hashes).
     """
 
-    __slots__ = ("__weakref__", "_hash", "name")
+    __slots__ = ("__weakref__", "name")
 
     name: str
 
@@ -69,14 +74,10 @@ class Symbol:
                     return sym
             sym = object.__new__(cls)
             sym.name = name
-            sym._hash = hash(("Symbol", name))
             _INTERNED[name] = _SymbolRef(sym, name)
             return sym
 
-    # Equality is identity (object's): interning makes it the same as equality of names.
-
-    def __hash__(self) -> int:
-        return self._hash
+    # Equality and hashing are object's (identity): interning makes that equality of names.
 
     def __reduce__(self) -> tuple:
         return (Symbol, (self.name,))
@@ -115,27 +116,42 @@ callback run, in the thread that holds it)."""
 
 
 class Record:
-    """A labelled tuple of fields: ``<label field ...>``."""
+    """A labelled tuple of fields: ``<label field ...>``.
+
+    The hash is computed on first use and kept: most records (wrappers that are only encoded
+    and sent, for instance) are never hashed. So, like a tuple's, a record's fields are not
+    checked to be hashable when it is built, and a first hash recurses into nested records
+    whose hashes are not known yet: like comparing two equal records, which always recursed,
+    it raises ``RecursionError`` some 500 levels deep (the codec accepts 64, the parser 128).
+    """
 
     __slots__ = ("_hash", "fields", "label")
 
     def __init__(self, label: Value, fields: tuple[Value, ...] = ()) -> None:
         self.label = label
         self.fields = fields if fields.__class__ is tuple else tuple(fields)
-        self._hash = hash((self.label, self.fields))
+        self._hash: int | None = None
 
     def __eq__(self, other: object) -> bool:
         if other is self:
             return True
-        return (
-            other.__class__ is Record
-            and self._hash == other._hash  # type: ignore[attr-defined]
-            and self.label == other.label  # type: ignore[attr-defined]
-            and self.fields == other.fields  # type: ignore[attr-defined]
-        )
+        if other.__class__ is not Record:
+            return False
+        mine = self._hash
+        if mine is not None:  # when both hashes are known, unequal ones settle it
+            theirs = other._hash  # type: ignore[attr-defined]
+            if theirs is not None and mine != theirs:
+                return False
+        return self.label == other.label and self.fields == other.fields  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.label, self.fields))
+        return h
+
+    def __reduce__(self) -> tuple:
+        return (Record, (self.label, self.fields))  # not the hash: it may not hold elsewhere
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -177,6 +193,9 @@ class FrozenDict(Mapping):
 
     def __hash__(self) -> int:
         return self._hash
+
+    def __reduce__(self) -> tuple:
+        return (FrozenDict, (self._items,))  # not the hash: it may not hold elsewhere
 
     def __repr__(self) -> str:
         return f"FrozenDict({self._items!r})"

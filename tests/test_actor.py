@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from feds.actor import Scheduler, Turn
+from feds.actor import (
+    _MESSAGE,
+    _PUBLISH,
+    _RETRACT,
+    Entity,
+    Handle,
+    Ref,
+    Scheduler,
+    Turn,
+    _adds_before_removes,
+)
+from feds.values import Value
 from tests.recording import Recorder
 
 
@@ -178,3 +189,155 @@ def test_refs_to_the_same_entity_and_facet_are_equal_and_hash_alike() -> None:
     a, b, other = refs
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
     assert a != other and len({a, other}) == 2
+
+
+class Ordered(Recorder):
+    """A recorder that also notes which turn each event arrived in, and sync requests."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turns: list[int] = []
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        super().on_publish(turn, value, handle)
+        self.turns.append(id(turn))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        super().on_retract(turn, handle)
+        self.turns.append(id(turn))
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        super().on_message(turn, value)
+        self.turns.append(id(turn))
+
+    def on_sync(self, turn: Turn, peer: Ref) -> None:
+        self.events.append(("sync", None))
+        self.turns.append(id(turn))
+        super().on_sync(turn, peer)
+
+
+def test_one_batch_runs_in_one_turn_adds_in_order_then_removes_in_order() -> None:
+    sched = Scheduler()
+    rec = Ordered()
+    refs: list = []
+    target = sched.spawn(lambda t: refs.append(t.ref(rec)), name="target")
+    sched.run_until_idle()
+    (ref,) = refs
+    held: list = []
+    sender = sched.spawn(lambda t: held.extend(t.publish(ref, v) for v in ("a", "b")))
+    sched.run_until_idle()
+    synced: list = []
+
+    def mixed(t: Turn) -> None:
+        t.retract(held[1])
+        t.publish(ref, "c")
+        t.message(ref, "m1")
+        t.retract(held[0])
+        t.sync(ref, lambda t: synced.append(list(rec.events)))
+        t.message(ref, "m2")
+
+    rec.events.clear()
+    rec.turns.clear()
+    work = target.work
+    sched.enqueue(sender, sender.root, mixed)
+    sched.run_until_idle()
+    expected = [("+", "c"), ("!", "m1"), ("sync", None), ("!", "m2"), ("-", "b"), ("-", "a")]
+    assert rec.events == expected
+    assert len(set(rec.turns)) == 1  # all in the one turn of the target
+    assert synced == [expected]
+    assert target.work == work + 5  # the sync request is not work
+
+
+def test_a_batch_without_adds_or_without_removes_is_not_copied() -> None:
+    adds = [(_PUBLISH, None, 1, 1), (_MESSAGE, None, 2, None)]
+    removes = [(_RETRACT, None, None, 1), (_RETRACT, None, None, 2)]
+    for batch in (adds[:1], adds, removes):
+        assert _adds_before_removes(batch) is batch
+    assert _adds_before_removes(removes + adds) == adds + removes
+    assert _adds_before_removes(adds + removes) == adds + removes
+
+
+def test_work_wakes_the_driver_once_when_queued_into_an_idle_queue() -> None:
+    sched = Scheduler()
+    wakes: list[int] = []
+    sched.on_work = lambda: wakes.append(len(sched._queue))
+    a, b = Recorder(), Recorder()
+    refs: list = []
+    sched.spawn(lambda t: refs.append(t.ref(a)))
+    sched.spawn(lambda t: refs.append(t.ref(b)))
+    assert wakes == [1]
+    sched.run_until_idle()
+    sched.spawn(lambda t: (t.message(refs[0], 1), t.message(refs[1], 2)))
+    assert wakes == [1, 1]
+    sched.run_until_idle()  # the turn queues a batch for each of two actors: one wake
+    assert wakes == [1, 1, 2]
+    assert a.events == [("!", 1)] and b.events == [("!", 2)]
+
+
+def test_batches_are_queued_in_the_order_their_targets_were_first_sent_to() -> None:
+    sched = Scheduler()
+    log: list[tuple[str, Value]] = []
+
+    class Logger(Entity):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def on_message(self, turn: Turn, value: Value) -> None:
+            log.append((self.name, value))
+
+    refs: dict[str, Ref] = {}
+    for name in "abc":
+        sched.spawn(lambda t, name=name: refs.__setitem__(name, t.ref(Logger(name))))
+    sched.run_until_idle()
+
+    def send(t: Turn) -> None:
+        for i, name in enumerate("babcab"):
+            t.message(refs[name], i)
+
+    sched.spawn(send)
+    sched.run_until_idle()
+    assert log == [("b", 0), ("b", 2), ("b", 5), ("a", 1), ("a", 4), ("c", 3)]
+
+
+def test_a_crashed_actors_stop_actions_send_only_their_messages_to_every_target() -> None:
+    sched = Scheduler()
+    first, second = Recorder(), Recorder()
+    refs: list[Ref] = []
+    sched.spawn(lambda t: refs.append(t.ref(first)))
+    sched.spawn(lambda t: refs.append(t.ref(second)))
+    sched.run_until_idle()
+    one, two = refs
+
+    def boot(t: Turn) -> None:
+        t.publish(two, "held")
+
+        def last_words(t: Turn) -> None:
+            t.publish(one, "never")
+            t.message(one, "bye")
+            t.message(two, "bye too")
+
+        t.on_stop(last_words)
+
+    actor = sched.spawn(boot)
+    sched.run_until_idle()
+    sched.enqueue(actor, actor.root, lambda t: 1 / 0)
+    sched.run_until_idle()
+    assert not actor.alive
+    assert first.events == [("!", "bye")]
+    assert second.events == [("+", "held"), ("!", "bye too"), ("-", "held")]
+
+
+def test_a_turn_sending_to_one_actor_makes_no_dict_of_batches() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    seen: list = []
+
+    def send(t: Turn) -> None:
+        t.message(ref, 1)
+        t.publish(ref, 2)
+        seen.append((t._others, [(a, [e[2] for e in b]) for a, b in t._batches()]))
+
+    sched.spawn(send)
+    sched.run_until_idle()
+    assert seen == [(None, [(ref.actor, [1, 2])])]
+    assert rec.events == [("!", 1), ("+", 2)]

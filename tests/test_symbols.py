@@ -15,7 +15,7 @@ from feds.codec import Decoder, Encoder
 from feds.index import Index
 from feds.patterns import compile_pattern
 from feds.syntax import parse
-from feds.values import Record, Symbol
+from feds.values import FrozenDict, Record, Symbol
 
 
 def test_same_name_same_object() -> None:
@@ -41,6 +41,34 @@ def test_every_construction_path_interns() -> None:
     assert pickle.loads(pickle.dumps(a)) is a
     assert values.symbol("interning-paths") is a
     assert values.record("interning-paths", 1).label is a
+
+
+def test_the_hash_is_object_identity_hash_in_c() -> None:
+    """Hashing a symbol (and so a record or key holding one) runs no Python code."""
+    assert Symbol.__hash__ is object.__hash__
+    a = Symbol("interning-hash")
+    assert hash(a) == object.__hash__(a)
+
+
+def test_pickled_values_hash_like_fresh_ones_after_their_symbols_died() -> None:
+    """A symbol's hash lasts only as long as the symbol: pickles must not carry hashes."""
+    name = "interning-pickled"
+    r = Record(Symbol(name), (1, Symbol(name)))
+    d = FrozenDict({Symbol(name): r})
+    blobs = [pickle.dumps(v) for v in (r, d, (r, d))]
+    old_id = id(r.label)
+    del r, d
+    gc.collect()
+    assert name not in values._INTERNED
+    others = [Symbol(f"{name}-{i}") for i in range(100)]  # one takes the old symbol's memory
+    fresh_r = Record(Symbol(name), (1, Symbol(name)))
+    fresh_d = FrozenDict({Symbol(name): fresh_r})
+    assert id(fresh_r.label) != old_id and others  # so its hash differs from the old one's
+    r2, d2, pair = (pickle.loads(b) for b in blobs)
+    assert r2 == fresh_r and hash(r2) == hash(fresh_r) and r2 in {fresh_r}
+    assert d2 == fresh_d and hash(d2) == hash(fresh_d) and d2 in {fresh_d}
+    assert pair == (fresh_r, fresh_d) and hash(pair) == hash((fresh_r, fresh_d))
+    assert copy.deepcopy(fresh_r) == fresh_r and hash(copy.copy(fresh_d)) == hash(fresh_d)
 
 
 def test_name_must_be_str() -> None:
