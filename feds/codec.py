@@ -369,16 +369,36 @@ def _slot_bytes(slot: int) -> bytes:
     return slot.to_bytes(2, "big")
 
 
-def _check_cache_slots(cache_slots: int) -> None:
-    if not 0 <= cache_slots <= CACHE_MAX_SLOTS:
-        raise ValueError(f"cache_slots must be between 0 and {CACHE_MAX_SLOTS}")
+class _StreamEnd:
+    """What an :class:`Encoder` and a :class:`Decoder` share: hooks, limits, cache slots.
+
+    Subclasses set up the rest of their state in :meth:`_start`.
+    """
+
+    def __init__(
+        self,
+        embedded: EmbeddedHooks | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        cache_slots: int = 0,
+    ):
+        if not 0 <= cache_slots <= CACHE_MAX_SLOTS:
+            raise ValueError(f"cache_slots must be between 0 and {CACHE_MAX_SLOTS}")
+        self.embedded = embedded
+        self.limits = limits
+        self._slots: list[_Cached | None] = [None] * cache_slots
+        self._cached: dict[int, _Cached] = {}  # id() of each value in a slot -> its entry
+        self._start()
+
+    def _start(self) -> None:
+        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------------------------
 # Encoding
 
 
-class Encoder:
+class Encoder(_StreamEnd):
     """Encodes values with one reusable msgpack Packer.
 
     With ``cache_slots``, the encoder keeps a value cache of that many slots for one stream
@@ -396,18 +416,7 @@ class Encoder:
     Not thread-safe, and not reentrant: the embedded hooks must not call this same encoder.
     """
 
-    def __init__(
-        self,
-        embedded: EmbeddedHooks | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        *,
-        cache_slots: int = 0,
-    ):
-        _check_cache_slots(cache_slots)
-        self.embedded = embedded
-        self.limits = limits
-        self._slots: list[_Cached | None] = [None] * cache_slots
-        self._cached: dict[int, _Cached] = {}  # id() of each value in a slot -> its entry
+    def _start(self) -> None:
         self._hand = 0  # the next slot the CLOCK policy considers
         self._defined: list[tuple[int, _Cached | None]] = []  # this encoding's (slot, previous)
         self._uncacheable: dict[int, Value] = {}  # interned values too big to cache, by id()
@@ -587,7 +596,7 @@ _PAIR_SEARCH_MAX: Final = 16
 _ATOMS = frozenset({type(None), bool, int, str, bytes, Symbol})
 
 
-class Decoder:
+class Decoder(_StreamEnd):
     """Decodes values with prebuilt msgpack hooks. Not thread-safe (it counts heads in flight).
 
     With ``cache_slots``, the decoder keeps the value cache of one stream, as the
@@ -597,21 +606,10 @@ class Decoder:
     cache that raised :class:`CodecError` raises it again for every later input.
     """
 
-    def __init__(
-        self,
-        embedded: EmbeddedHooks | None = None,
-        limits: Limits = DEFAULT_LIMITS,
-        *,
-        cache_slots: int = 0,
-    ):
-        _check_cache_slots(cache_slots)
-        self.embedded = embedded
-        self.limits = limits
-        self._max_depth = limits.max_depth
-        self._max_length = limits.max_collection_length
+    def _start(self) -> None:
+        self._max_depth = self.limits.max_depth
+        self._max_length = self.limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
-        self._slots: list[_Cached | None] = [None] * cache_slots
-        self._cached: dict[int, _Cached] = {}  # id() of each value in a slot -> its entry
         self._ref_depth = 0  # depth of the deepest cached value referred to (by one item)
         self._broken: CodecError | None = None
         self._interner = _thread_interner()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from feds.actor import Handle, Ref, Scheduler, Turn
-from feds.codec import CACHED, DEFINE, EMBEDDED, CodecError, FrameDecoder, Limits, decode, encode
+from feds.codec import CACHED, DEFINE, EMBEDDED, CodecError, FrameDecoder, Limits, encode
 from feds.relay import VALUE_CACHE_SLOTS
 from feds.syntax import parse
 from feds.values import Record, Symbol, Value, record
 from tests.recording import Recorder
 from tests.test_codec import array, ext
+from tests.test_codec_cache import interned
 from tests.test_relay import (
     HELLO,
     Link,
@@ -22,13 +23,6 @@ from tests.test_relay import (
     turn,
     victim,
 )
-
-
-def interned(text: str) -> Value:
-    """``text``'s value as this thread's decoders intern it: what a node forwards."""
-    v = decode(encode(parse(text)))
-    assert decode(encode(v)) is v
-    return v
 
 
 def fresh_pattern() -> Value:
