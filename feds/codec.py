@@ -121,7 +121,10 @@ class Limits:
     max_frame_size: int = 16 * 1024 * 1024
     """Largest encoded value (frame body) in bytes; :meth:`Encoder.encode_frame` keeps to it."""
     max_depth: int = 64
-    """Deepest nesting of containers (records, sequences, sets, dicts); ``[[1]]`` has depth 2."""
+    """Deepest nesting of containers (records, sequences, sets, dicts); ``[[1]]`` has depth 2.
+
+    An embedded reference is a leaf wherever it is; what the embedded hooks made of it (its
+    wire payload) must itself fit ``max_depth - 1``."""
     max_collection_length: int = 1_000_000
     """Most entries in one msgpack array or map (a record's or set's array includes its head)."""
 
@@ -188,9 +191,12 @@ _heads = _BoundedCache()  # name bytes -> _Head(RECORD, Symbol)
 _SET_HEAD_EXT = _ext(SET, b"")
 _EMBEDDED_HEAD_EXT = _ext(EMBEDDED, b"")
 _GENERIC_HEAD_EXT = _ext(GENERIC_RECORD, b"")
+_EMBEDDED_HEAD = _Head(EMBEDDED)
+_REFERENCE_START: Final = b"\x92" + msgpack.packb(_EMBEDDED_HEAD_EXT)
+"""How the encoder starts a reference: a 2-item array, then the embedded head."""
 _EMPTY_PAYLOAD_HEADS = {
     SET: _Head(SET),
-    EMBEDDED: _Head(EMBEDDED),
+    EMBEDDED: _EMBEDDED_HEAD,
     GENERIC_RECORD: _Head(GENERIC_RECORD),
 }
 
@@ -721,7 +727,7 @@ class Decoder(_StreamEnd):
             if (containers + self._ref_depth > budget or special) and value.__class__ is not _Head:
                 value = _checked(value, budget, self._cached)  # (a head's name is no problem)
             return value
-        if budget < 1:
+        if budget < 1 and data[start : start + 4] != _REFERENCE_START:  # a reference is a leaf
             raise CodecError(f"data nested deeper than max_depth ({self._max_depth})")
         length = unpacker.read_map_header() if is_map else unpacker.read_array_header()
         if length > self._max_length:
@@ -743,6 +749,9 @@ class Decoder(_StreamEnd):
             items.append(item)
         if length:  # the last item runs to the end of the data
             special = special and _may_hold_special(data, unpacker.tell())
+            if items and items[0] is _EMBEDDED_HEAD:
+                # a reference is a leaf wherever it is: its payload gets what _embedded allows
+                budget = self._max_depth
             items.append(self._next_item(unpacker, data, containers, budget - 1, special))
         if is_map:
             return self._on_map(list(zip(items[::2], items[1::2], strict=True)))

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 import feds.codec
 from feds.codec import CodecError, Limits, decode, encode
-from feds.values import NAN, FrozenDict, Record, Symbol, Value, record
+from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, record
 from tests.strategies import identical, values
-from tests.test_codec import array, nested_mixed, nested_records, nested_tuples
+from tests.test_codec import Ref, array, nested_mixed, nested_records, nested_tuples
 
 NAN_BYTES = b"\xcb" + struct.pack(">d", float("nan"))
 TIMESTAMP = b"\xd6\xff" + bytes(4)
@@ -159,3 +159,43 @@ def test_a_label_whose_bytes_look_like_containers_or_a_nan_is_no_problem():
     shallow = record("x", *[odd] * 30)
     assert decode(encode(shallow), limits=Limits(max_depth=2)) == shallow
     assert decode(encode(batch([odd] * 30))) == batch([odd] * 30)
+
+
+class WireRefHooks:
+    """Embedded hooks that put a reference on the wire as a relay does: ``[0 n]``."""
+
+    def encode_embedded(self, obj: Embedded) -> Value:
+        assert isinstance(obj, Ref)
+        return (0, obj.n)
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        return Ref(v[1])
+
+
+def nested_ref(levels: int, first: bool) -> Value:
+    """A reference inside ``levels`` sequences, each holding it first or last beside a 5."""
+    v: Value = Ref(1)
+    for _ in range(levels):
+        v = (v, 5) if first else (5, v)
+    return v
+
+
+@pytest.mark.parametrize("max_depth", [2, 3, 4, 5])
+@pytest.mark.parametrize("levels", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("first", [True, False])
+@pytest.mark.parametrize("padding", [0, 40])
+def test_a_reference_counts_as_a_leaf_wherever_it_is(max_depth, levels, first, padding):
+    """Depth counts containers of the data, not the two arrays of a reference's wire form, in
+    the whole-value walk and in the item-by-item check of a big frame alike (``padding`` adds
+    items after it, so the reference is not on the spine)."""
+    v = nested_ref(levels, first)
+    if padding:
+        v = (v, *([(1,)] * padding))
+    hooks = WireRefHooks()
+    data = encode(v, embedded=hooks)
+    limits = Limits(max_depth=max_depth)
+    if depth(v) <= max_depth:
+        assert decode(data, embedded=hooks, limits=limits) == v
+    else:
+        with pytest.raises(CodecError, match="max_depth"):
+            decode(data, embedded=hooks, limits=limits)
