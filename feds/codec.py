@@ -676,7 +676,10 @@ class Decoder(_StreamEnd):
                 raise CodecError("a head ext type (record, set, embedded) not first in an array")
         except Exception as e:
             self._open_heads = open_heads
-            error = e if isinstance(e, CodecError) else _translate(e)
+            if isinstance(e, _TooDeep):  # found within a part, whose own budget it would name
+                error = CodecError(f"data nested deeper than max_depth ({self._max_depth})")
+            else:
+                error = e if isinstance(e, CodecError) else _translate(e)
             if self._slots:  # the cache may no longer match the encoder's
                 self._broken = error
             raise error from None
@@ -958,6 +961,10 @@ def _checked(v: Value, max_depth: int, cached: dict[int, _Cached]) -> Value:
     return v
 
 
+class _TooDeep(CodecError):
+    """Raised by :func:`_scan`; :meth:`Decoder.decode` says which limit was exceeded."""
+
+
 def _scan(v: Value, max_depth: int, cached: dict[int, _Cached]) -> bool:
     """Check depth and types without recursion; True if some NaN must be replaced."""
     needs_rebuild = False
@@ -975,7 +982,7 @@ def _scan(v: Value, max_depth: int, cached: dict[int, _Cached]) -> bool:
             if children is None:
                 continue
         if depth > max_depth:
-            raise CodecError(f"data nested deeper than max_depth ({max_depth})")
+            raise _TooDeep("data nested deeper than max_depth")
         if children is not None:
             for child in children:
                 if child.__class__ not in _ATOMS:

@@ -199,3 +199,16 @@ def test_a_reference_counts_as_a_leaf_wherever_it_is(max_depth, levels, first, p
     else:
         with pytest.raises(CodecError, match="max_depth"):
             decode(data, embedded=hooks, limits=limits)
+
+
+@pytest.mark.parametrize("max_depth", [1, 2, 3])
+def test_too_deep_names_the_configured_limit_wherever_it_is_found(max_depth):
+    """A part of a big frame is checked against the depth left for it; the error still names
+    the limit the decoder was given."""
+    hooks = WireRefHooks()
+    deep = nested_tuples(max_depth + 1)
+    for v in [(deep, 5), (5, deep), ((Ref(1),), deep, *([(1,)] * 40))]:
+        with pytest.raises(
+            CodecError, match=rf"^data nested deeper than max_depth \({max_depth}\)$"
+        ):
+            decode(encode(v, embedded=hooks), embedded=hooks, limits=Limits(max_depth=max_depth))
