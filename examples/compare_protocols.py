@@ -55,12 +55,24 @@ def per_event(r: SimResult) -> float:
 # -- the experiments ---------------------------------------------------------------------------
 
 
+def sweep(
+    topology: Topology, points: list, spec_at: Callable[[Any], WorkloadSpec]
+) -> dict[str, list[SimResult]]:
+    """Every protocol's results for ``spec_at(x)``, for each x in ``points`` (in order)."""
+    out: dict[str, list[SimResult]] = defaultdict(list)
+    for x in points:
+        for p, r in run(topology, spec_at(x)).items():
+            out[p].append(r)
+    return out
+
+
 def fanout(quick: bool) -> tuple[list[int], dict[str, list[SimResult]]]:
     topology = generate("balanced:k=3,depth=3", base_port=0)
     counts = [1, 2, 4, 8] if quick else [1, 2, 4, 8, 16, 32]
-    out: dict[str, list[SimResult]] = defaultdict(list)
-    for n in counts:
-        spec = WorkloadSpec(
+    return counts, sweep(
+        topology,
+        counts,
+        lambda n: WorkloadSpec(
             subscribers=n,
             subscriptions=n,
             publishers=8,
@@ -69,10 +81,8 @@ def fanout(quick: bool) -> tuple[list[int], dict[str, list[SimResult]]]:
             rate=200.0,
             messages=0.5,
             lifetime=0.2,
-        )
-        for p, r in run(topology, spec).items():
-            out[p].append(r)
-    return counts, out
+        ),
+    )
 
 
 def state(quick: bool) -> dict[str, SimResult]:
@@ -97,9 +107,10 @@ def state(quick: bool) -> dict[str, SimResult]:
 def selectivity(quick: bool) -> tuple[list[float], dict[str, list[SimResult]]]:
     topology = generate("random-tree:n=40", SEED, base_port=0)
     shares = [0.0, 0.5, 1.0] if quick else [0.0, 0.25, 0.5, 0.75, 1.0]
-    out: dict[str, list[SimResult]] = defaultdict(list)
-    for share in shares:
-        spec = WorkloadSpec(
+    return shares, sweep(
+        topology,
+        shares,
+        lambda share: WorkloadSpec(
             subscribers=10,
             subscriptions=10,
             publishers=10,
@@ -107,28 +118,20 @@ def selectivity(quick: bool) -> tuple[list[float], dict[str, list[SimResult]]]:
             events=200 if quick else 600,
             rate=300.0,
             selectivity=share,
-        )
-        for p, r in run(topology, spec).items():
-            out[p].append(r)
-    return shares, out
+        ),
+    )
 
 
 def patterns(quick: bool) -> tuple[list[int], dict[str, list[SimResult]]]:
     topology = generate("random-tree:n=40", SEED, base_port=0)
     counts = [1, 8, 64] if quick else [1, 4, 16, 64]
-    out: dict[str, list[SimResult]] = defaultdict(list)
-    for n in counts:
-        spec = WorkloadSpec(
-            subscribers=16,
-            subscriptions=64,
-            publishers=8,
-            topics=n,
-            events=50,
-            rate=100.0,
-        )
-        for p, r in run(topology, spec).items():
-            out[p].append(r)
-    return counts, out
+    return counts, sweep(
+        topology,
+        counts,
+        lambda n: WorkloadSpec(
+            subscribers=16, subscriptions=64, publishers=8, topics=n, events=50, rate=100.0
+        ),
+    )
 
 
 def latency(quick: bool) -> dict[str, SimResult]:
