@@ -27,8 +27,8 @@ from feds.spaces import (
     SpaceTimeout,
     SpaceTypeError,
     StackSpace,
+    wire,
 )
-from feds.spaces import wire
 from feds.spaces.templates import matches
 
 # ---------------------------------------------------------------------------------------------
