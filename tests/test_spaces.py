@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 import trio
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from feds.spaces import (
     ANY,
     NUMBER_FIELD,
+    BlockingSpace,
     Byte,
     Char,
     Float,
@@ -24,6 +26,8 @@ from feds.spaces import (
     RandomSpace,
     SequentialSpace,
     Space,
+    SpaceError,
+    SpaceRepository,
     SpaceTimeout,
     SpaceTypeError,
     StackSpace,
@@ -357,3 +361,36 @@ async def test_a_tuple_taken_in_the_instant_of_cancellation_is_put_back() -> Non
         scope.cancel()  # the getter is rescheduled with Cancelled ...
         s.put(5)  # ... and a put serves it before it runs
     assert s.getp(ANY) == (5,)
+
+
+# ---------------------------------------------------------------------------------------------
+# The synchronous form
+
+
+def test_blocking_space_serves_threads_a_get_in_one_wakes_on_a_put_in_another() -> None:
+    with BlockingSpace(QueueSpace()) as jobs:
+        got = []
+        worker = threading.Thread(target=lambda: got.append(jobs.get("job", Formal(int))))
+        worker.start()
+        jobs.put("job", 1)
+        worker.join(10)
+        assert got == [("job", 1)]
+        with pytest.raises(SpaceTimeout):
+            jobs.query("job", ANY, timeout=0.05)
+        assert jobs.getAll(ANY, ANY) == []
+    with pytest.raises(SpaceError, match="closed"):
+        jobs.put(1)
+
+
+async def test_blocking_space_over_a_remote_space() -> None:
+    async with SpaceRepository() as repo:
+        repo.add("seq", SequentialSpace())
+        gate = await repo.add_gate("tcp://127.0.0.1:0/?keep")
+
+        def client() -> list:
+            with BlockingSpace(gate.space_uri("seq")) as seq:
+                seq.put("a", Long(1))
+                return [seq.queryp("a", Formal(Long)), seq.get("a", ANY, timeout=5), seq.getp(ANY)]
+
+        with trio.fail_after(20):
+            assert await trio.to_thread.run_sync(client) == [("a", Long(1)), ("a", Long(1)), None]

@@ -9,6 +9,7 @@
 ``docs/tuplespaces.md`` has examples and says what is built and what is not.
 """
 
+from feds.spaces.blocking import BlockingSpace
 from feds.spaces.gate import Gate, SpaceRepository
 from feds.spaces.jtypes import Byte, Char, Float, JavaObject, Long, SpaceTypeError
 from feds.spaces.remote import RemoteSpace
@@ -29,6 +30,7 @@ from feds.spaces.uri import UriError
 __all__ = [
     "ANY",
     "NUMBER_FIELD",
+    "BlockingSpace",
     "Byte",
     "Char",
     "Float",
