@@ -1,0 +1,169 @@
+"""Tupelo's portable object templates and subspaces."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from feds import patterns
+from feds.spaces.pot import Pot, PotError, to_feds_value
+
+# ---------------------------------------------------------------------------------------------
+# The reference's semantics, case by case (object-template v0.8, as run in Ruby)
+
+
+@pytest.mark.parametrize(
+    ("template", "tuple_", "expected"),
+    [
+        ([{"value": 42}], [42.0], True),  # Ruby ==
+        ([{"set": [42]}], [42.0], False),  # Ruby eql?
+        ([{"set": [1, 2]}], [1.0], False),
+        ([{"set": [None, 1]}], [None], True),
+        ([{"value": None}], ["anything"], True),  # a nil matcher is skipped
+        ([{"value": None, "type": "string"}], [1], False),
+        ([None], [[1, 2]], True),
+        ([{"value": [1, "a"]}], [[1.0, "a"]], True),
+        ([{"value": True}], [1], False),
+        ([{"type": "integer"}], [1.0], False),
+        ([{"type": "integer"}], [True], False),
+        ([{"type": "number"}], [True], False),
+        ([{"type": "number"}], [1.5], True),
+        ([{"type": "boolean"}], [0], False),
+        ([{"type": "boolean"}], [None], False),
+        ([{"type": "list"}], [[]], True),
+        ([{"type": "map"}], [{}], True),
+        ([{"range": [0, 2]}], [2], True),
+        ([{"range": [0, 2, True]}], [2], False),  # the third element excludes the end
+        ([{"range": [0, 2, True]}], [1.999], True),
+        ([{"range": [0, None]}], [10**9], True),
+        ([{"range": ["a", "m"]}], ["hello"], True),
+        ([{"range": ["a", "m"]}], ["zoo"], False),
+        ([{"range": [0, 10]}], ["5"], False),  # not comparable: no match, no error
+        ([{"range": [0, 10]}], [True], False),
+        ([{"range": [0, 10]}], [float("nan")], False),
+        ([{"regex": "ell"}], ["hello"], True),  # a search, not anchored
+        ([{"regex": "^ell"}], ["hello"], False),
+        ([{"regex": "^b"}], ["a\nb"], True),  # Ruby's ^ is per line
+        ([{"regex": "E"}], ["hello"], False),
+        ([{"regex": "1"}], [1], False),
+        ([{"type": "number", "range": [0, 100]}], [50], True),
+        ([{"type": "integer", "range": [0, 100]}], [50.5], False),
+        ([None, None], [1], False),  # same length only
+        ([None], {"a": 1}, False),
+        ({"a": None}, {"a": 1}, True),
+        ({"a": None}, {"a": 1, "b": 2}, False),  # exactly the same keys
+        ({"a": None, "b": None}, {"a": 1}, False),
+        ({"a": None}, [1], False),
+        ({"a": {"value": {"x": 1}}}, {"a": {"x": 1.0}}, True),
+        ({"a": {"value": {"x": 1}}}, {"a": {"x": 1, "y": 2}}, False),
+    ],
+)
+def test_pot_semantics_match_the_reference(template, tuple_, expected) -> None:
+    assert Pot(template).matches(tuple_) is expected
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ([42], "expected None or a dict"),
+        ([{"valu": 1}], "unrecognized match specifier"),
+        ([{"type": "float"}], "unknown type 'float'"),
+        ([{"range": [1, "a"]}], "bad value for range"),
+        ([{"regex": "("}], "invalid regex"),
+        ("x", "a list or a dict"),
+    ],
+)
+def test_templates_tupelo_refuses_are_refused(template, message) -> None:
+    with pytest.raises(PotError, match=message):
+        Pot(template)
+
+
+# ---------------------------------------------------------------------------------------------
+# POTs as feds overlay patterns: exact where :attr:`Pot.exact`, never narrower
+
+SCALARS = st.sampled_from(  # few values, so that 1, 1.0 and True often meet
+    [
+        None,
+        True,
+        False,
+        0,
+        1,
+        2,
+        -1,
+        0.0,
+        1.0,
+        2.5,
+        float("nan"),
+        "",
+        "a",
+        "ab",
+        "b\nc",
+        "a\nb",
+        "c",
+    ]
+)
+DATA = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=2), max_leaves=4)
+
+
+@st.composite
+def specs(draw, first: str):
+    """A column spec with the specifier ``first`` and maybe one more."""
+    keys = {first, draw(st.sampled_from(["value", "set", "type", "range", "regex", first]))}
+    spec = {}
+    for key in sorted(keys):
+        if key == "value":
+            spec[key] = draw(DATA)
+        elif key == "set":
+            one_class = st.sampled_from([[0, 1, 2], [0.0, 1.0], [True], ["a", None]])
+            spec[key] = draw(st.one_of(st.lists(SCALARS, max_size=3), one_class))
+        elif key == "type":
+            spec[key] = draw(st.sampled_from(["boolean", "number", "integer", "string", "list"]))
+        elif key == "range":
+            lo, hi = sorted(draw(st.lists(st.sampled_from([-1, 0, 1, 2]), min_size=2, max_size=2)))
+            ends = [lo, hi]
+            if draw(st.booleans()):
+                ends[draw(st.integers(0, 1))] = None
+            if draw(st.booleans()):
+                ends = sorted(
+                    draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=2, max_size=2))
+                )
+            spec[key] = [*ends, True] if draw(st.booleans()) else ends
+        else:
+            spec[key] = draw(st.sampled_from(["a", "^b", "c$", "b", "."]))
+    return spec
+
+
+def near(spec) -> list:
+    """Values a column's own arguments suggest, with their look-alikes (1, 1.0, True)."""
+    found = ["a\nb", "b\nc"] if "regex" in (spec or {}) else []
+    for arg in (spec or {}).values():
+        for v in arg if isinstance(arg, list) else [arg]:
+            found.append(v)
+            if isinstance(v, int | float) and v == v:
+                found += [int(v), float(v), bool(v)]
+    return found
+
+
+@pytest.mark.parametrize("first", ["value", "set", "type", "range", "regex"])
+@settings(max_examples=150)
+@given(data=st.data())
+def test_a_pot_as_a_feds_pattern_matches_the_same_tuples(first, data) -> None:
+    spec = data.draw(specs(first))
+    x = data.draw(st.one_of(DATA, st.sampled_from(near(spec) or [None])))
+    template, tuple_ = [spec, None], [x, "other"]
+    pot = Pot(template)
+    pattern = pot.to_pattern()
+    patterns.validate(pattern)
+    by_pattern = patterns.match(pattern, to_feds_value(tuple_)) is not None
+    if pot.matches(tuple_):
+        assert by_pattern
+    elif pot.exact:
+        assert not by_pattern
+
+
+def test_map_templates_become_dict_patterns_that_need_a_residual_check() -> None:
+    pot = Pot({"__tupelo__": {"value": "subspace"}, "tag": None})
+    pattern = pot.to_pattern()
+    assert not pot.exact
+    assert patterns.match(pattern, to_feds_value({"__tupelo__": "subspace", "tag": "t"})) == ()
