@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feds import patterns
 from feds.spaces.pot import Pot, PotError, to_feds_value
+from feds.spaces.space import SpaceTimeout
+from feds.spaces.tupelo import (
+    META_TAG,
+    TransactionSubspaceError,
+    TupeloClient,
+    TupeloSpace,
+    subspace_tuple,
+)
 
 # ---------------------------------------------------------------------------------------------
 # The reference's semantics, case by case (object-template v0.8, as run in Ruby)
@@ -167,3 +177,81 @@ def test_map_templates_become_dict_patterns_that_need_a_residual_check() -> None
     pattern = pot.to_pattern()
     assert not pot.exact
     assert patterns.match(pattern, to_feds_value({"__tupelo__": "subspace", "tag": "t"})) == ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Subspaces
+
+
+def wine_space() -> tuple[TupeloSpace, TupeloClient]:
+    space = TupeloSpace()
+    admin = space.client()
+    admin.write(subspace_tuple("foo", [{"type": "number"}]))
+    admin.write(subspace_tuple("wine", [{"value": "wine"}, {"set": ["red", "white"]}, None]))
+    return space, admin
+
+
+def test_the_seed_example_a_subscriber_sees_only_its_subspace() -> None:
+    space, admin = wine_space()
+    foo = space.client(subscribe=["foo"])
+    admin.write([1], ["hello"])
+    assert admin.read_all([None]) == [[1], ["hello"]]
+    assert foo.read_all([None]) == [[1]]
+    assert foo.received == [[1]]
+    assert foo.take_nowait([None]) == [1]
+    assert foo.take_nowait([{"value": "hello"}]) is None  # not in a subscribed subspace
+    assert admin.read_all([None]) == [["hello"]]
+
+
+def test_metadata_tuples_are_a_subspace_and_define_subspaces_dynamically() -> None:
+    space, admin = wine_space()
+    meta = space.client(subscribe=[META_TAG])
+    assert [t["tag"] for t in meta.visible()] == ["foo", "wine"]
+    admin.write(["wine", "red", 12.5], ["beer", "dark", 5])
+    assert space.tags(["wine", "red", 12.5]) == {"wine"}
+    admin.write(subspace_tuple("beer", [{"value": "beer"}, None, None]))
+    assert space.tags(["beer", "dark", 5]) == {"beer"}
+    assert [t["tag"] for t in meta.received] == ["beer"]
+    with pytest.raises(PotError, match="unknown type"):
+        admin.write(subspace_tuple("bad", [{"type": "float"}]))
+    with pytest.raises(PotError, match="unrecognized"):
+        admin.write({"__tupelo__": "subspace", "tag": "bad", "template": [{"x": 1}]})
+    assert "bad" not in space.subspaces
+
+
+def test_the_cross_subspace_transaction_rule() -> None:
+    _, admin = wine_space()
+    admin.write([1], [2], ["wine", "red", 1], ["loose", "tuple"])
+    # reads and takes in one subspace, writes inside it: fine
+    assert admin.transaction(takes=[[{"value": 1}]], reads=[[{"value": 2}]], writes=[[3]])
+    # a write-only transaction may cross subspaces
+    assert admin.transaction(writes=[[4], ["wine", "white", 2], ["no", "space"]]) == ([], [])
+    with pytest.raises(TransactionSubspaceError, match="tuples crossing subspaces"):
+        admin.transaction(takes=[[{"value": 2}], [{"value": "wine"}, None, None]])
+    with pytest.raises(TransactionSubspaceError, match="tuples crossing subspaces"):
+        admin.transaction(reads=[[{"value": 2}], [{"value": "loose"}, None]])
+    with pytest.raises(TransactionSubspaceError, match="writes crossing subspaces"):
+        admin.transaction(takes=[[{"value": 2}]], writes=[["wine", "red", 3]])
+    assert sorted(map(str, admin.read_all([None]))) == ["[2]", "[3]", "[4]"]  # nothing happened
+    # a tuple in no subspace has the empty tag set, which is inside every S_T
+    assert admin.transaction(takes=[[{"value": 2}]], writes=[["in", "no", "subspace"]])
+
+
+async def test_a_blocking_take_wakes_on_a_write_and_times_out_otherwise() -> None:
+    space, admin = wine_space()
+    foo = space.client(subscribe=["foo"])
+    got = []
+
+    async def taker():
+        got.append(await foo.take([{"type": "integer"}]))
+
+    async with trio.open_nursery() as n:
+        n.start_soon(taker)
+        await trio.testing.wait_all_tasks_blocked()
+        admin.write(["hello"], [1.5])
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == []
+        admin.write([7])
+    assert got == [[7]]
+    with pytest.raises(SpaceTimeout):
+        await foo.read([{"value": "hello"}], timeout=0.05)  # exists, but not in "foo"
