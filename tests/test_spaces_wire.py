@@ -23,6 +23,7 @@ from feds.spaces import (
     SpaceTimeout,
     StackSpace,
     UriError,
+    wire,
 )
 from feds.spaces.uri import DEFAULT_PORT, Mode, parse_uri
 from tests import spaces_transcript
@@ -355,3 +356,47 @@ async def test_a_gate_can_be_closed_and_its_port_is_freed() -> None:
                 await seq.put(1)
         with pytest.raises(UriError, match="not supported"):
             await repo.add_gate("tcp://127.0.0.1:0/?push")
+
+
+async def test_a_server_that_hangs_up_gives_a_space_error_and_the_next_call_reconnects() -> None:
+    calls = 0
+
+    async def flaky(stream: trio.SocketStream) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await stream.aclose()  # hang up without answering
+            return
+        c = LineConn(stream)
+        request = json.loads(await c.line())
+        answer = {"messageType": "PUT_RESPONSE", "status": True, "statusCode": "200"}
+        await c.send({**answer, "clientSession": request["clientSession"]})
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(trio.serve_tcp, flaky, 0)
+        port = listeners[0].socket.getsockname()[1]
+        async with RemoteSpace(f"tcp://127.0.0.1:{port}/seq?keep") as seq:
+            with trio.fail_after(10):
+                with pytest.raises(SpaceError, match=r"without answering|failed"):
+                    await seq.put(1)
+                assert await seq.put(2)
+        nursery.cancel_scope.cancel()
+
+
+async def test_crlf_lines_are_accepted() -> None:
+    async with reference_repository() as repo:
+        gate = await repo.add_gate("tcp://127.0.0.1:0/?keep")
+        c = await LineConn.open(gate.port)
+        put = {"messageType": "PUT_REQUEST", "target": "seq", "clientSession": "0"}
+        line = json.dumps({**put, "tuple": [{"type": "pspace:int", "value": 1}]})
+        await c.stream.send_all(line.encode() + b"\r\n")
+        assert (await c.answer())["status"] is True
+        await c.stream.aclose()
+
+
+def test_a_line_over_the_limit_is_refused() -> None:
+    lines = wire.LineBuffer(limit=10)
+    assert lines.feed(b"short\nrest") == [b"short"]
+    with pytest.raises(wire.BadRequest, match="longer than 10 bytes"):
+        lines.feed(b"x" * 20)

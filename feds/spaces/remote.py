@@ -128,10 +128,9 @@ class RemoteSpace:
                 session = str(self._session)
                 self._session += 1
                 req = self._request(op, fields, blocking, all_, session)
-                await self._stream.send_all(wire.encode_line(req.message()))
-                answer = await _read_answer(self._stream, self._lines)
+                answer = await _send_and_read(self._stream, req, self._lines)
             except BaseException:
-                await self.aclose()
+                await self.aclose()  # the next call reconnects
                 raise
             if answer.session != session:
                 await self.aclose()
@@ -143,8 +142,7 @@ class RemoteSpace:
     async def _exchange_once(self, req: wire.Request) -> wire.Response:
         stream = await _connect(self.uri.host, self.uri.port)
         try:
-            await stream.send_all(wire.encode_line(req.message()))
-            return await _read_answer(stream, wire.LineBuffer())
+            return await _send_and_read(stream, req, wire.LineBuffer())
         finally:
             await stream.aclose()
 
@@ -168,6 +166,16 @@ async def _connect(host: str, port: int) -> trio.SocketStream:
         return await trio.open_tcp_stream(host, port)
     except OSError as exc:
         raise SpaceError(f"cannot connect to tcp://{host}:{port}: {exc}") from exc
+
+
+async def _send_and_read(
+    stream: trio.SocketStream, req: wire.Request, lines: wire.LineBuffer
+) -> wire.Response:
+    try:
+        await stream.send_all(wire.encode_line(req.message()))
+        return await _read_answer(stream, lines)
+    except (trio.BrokenResourceError, OSError) as exc:
+        raise SpaceError(f"the connection to the server failed: {exc}") from exc
 
 
 async def _read_answer(stream: trio.SocketStream, lines: wire.LineBuffer) -> wire.Response:

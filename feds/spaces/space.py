@@ -41,8 +41,11 @@ class SpaceTimeout(SpaceError, TimeoutError):
 class Space:
     """A local tuple space of one :class:`Kind` (``Space(Kind.QUEUE)`` or the named subclasses)."""
 
-    def __init__(self, kind: Kind | str = Kind.SEQUENTIAL, *, rng: random.Random | None = None):
-        self.store = TupleStore(Kind(kind), rng)
+    KIND = Kind.SEQUENTIAL
+    """The kind of ``Space()``; each named subclass sets its own."""
+
+    def __init__(self, kind: Kind | str | None = None, *, rng: random.Random | None = None):
+        self.store = TupleStore(self.KIND if kind is None else Kind(kind), rng)
 
     @property
     def kind(self) -> Kind:
@@ -118,33 +121,28 @@ class Space:
 class SequentialSpace(Space):
     """Retrieval returns the oldest matching tuple."""
 
-    def __init__(self, *, rng: random.Random | None = None) -> None:
-        super().__init__(Kind.SEQUENTIAL, rng=rng)
+    KIND = Kind.SEQUENTIAL
 
 
 class QueueSpace(Space):
     """Retrieval returns the oldest tuple, if it matches."""
 
-    def __init__(self, *, rng: random.Random | None = None) -> None:
-        super().__init__(Kind.QUEUE, rng=rng)
+    KIND = Kind.QUEUE
 
 
 class StackSpace(Space):
     """Retrieval returns the newest tuple, if it matches."""
 
-    def __init__(self, *, rng: random.Random | None = None) -> None:
-        super().__init__(Kind.STACK, rng=rng)
+    KIND = Kind.STACK
 
 
 class PileSpace(Space):
     """Retrieval returns the newest matching tuple."""
 
-    def __init__(self, *, rng: random.Random | None = None) -> None:
-        super().__init__(Kind.PILE, rng=rng)
+    KIND = Kind.PILE
 
 
 class RandomSpace(Space):
     """Retrieval returns a matching tuple found from a random starting point."""
 
-    def __init__(self, *, rng: random.Random | None = None) -> None:
-        super().__init__(Kind.RANDOM, rng=rng)
+    KIND = Kind.RANDOM
