@@ -394,3 +394,24 @@ async def test_blocking_space_over_a_remote_space() -> None:
 
         with trio.fail_after(20):
             assert await trio.to_thread.run_sync(client) == [("a", Long(1)), ("a", Long(1)), None]
+
+
+def test_closing_a_blocking_space_fails_a_blocked_get_clearly() -> None:
+    space = BlockingSpace(SequentialSpace())
+    outcome = []
+
+    def getter() -> None:
+        try:
+            space.get(ANY)
+        except SpaceError as exc:
+            outcome.append(str(exc))
+
+    worker = threading.Thread(target=getter)
+    worker.start()
+    for _ in range(1000):  # wait (up to 10 s) until the get is registered
+        if space.space.store.waiters:
+            break
+        worker.join(0.01)
+    space.close()
+    worker.join(10)
+    assert outcome == ["the blocking space is closed"]
