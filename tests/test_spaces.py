@@ -31,6 +31,7 @@ from feds.spaces import (
     SpaceTimeout,
     SpaceTypeError,
     StackSpace,
+    fieldtext,
     wire,
 )
 from feds.spaces.templates import matches
@@ -415,3 +416,23 @@ def test_closing_a_blocking_space_fails_a_blocked_get_clearly() -> None:
     space.close()
     worker.join(10)
     assert outcome == ["the blocking space is closed"]
+
+
+@settings(max_examples=300)
+@given(st.lists(tagged(small=False).filter(lambda f: f[0] != "byte"), max_size=4))
+def test_the_command_line_field_syntax_round_trips(fields) -> None:
+    t = tuple(build(*x) for x in fields)
+    back = tuple(fieldtext.parse_field(fieldtext.format_field(v)) for v in t)  # one arg each
+    assert matches(t, back) and matches(back, t)
+
+
+def test_the_command_line_field_syntax() -> None:
+    parse = fieldtext.parse_field
+    assert [parse(s) for s in ["42", "7L", "3.5", "2.5f", "true", "'c'", '"7"', "job"]] == [
+        42, Long(7), 3.5, Float(2.5), True, Char("c"), "7", "job"
+    ]  # fmt: skip
+    assert [parse(s) for s in ["?int", "?any", "?number", "?long"]] == [
+        Formal(int), ANY, NUMBER_FIELD, Formal(Long)
+    ]  # fmt: skip
+    with pytest.raises(SpaceTypeError, match="unknown type URI"):
+        parse("?nope")

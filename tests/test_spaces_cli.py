@@ -43,6 +43,17 @@ async def test_serve_runs_a_repository_behind_two_gates() -> None:
             with pytest.raises(SpaceError, match="nosuch"):
                 async with RemoteSpace(keep.replace("/?", "/nosuch?")) as nosuch:
                     await nosuch.queryp(ANY)
+        # the client commands, against the same server
+        seq = keep.replace("/?", "/seq?")
+        assert feds("spaces", "put", seq, "job", "7L", "'c'", "2.5f", "true").returncode == 0
+        found = feds("spaces", "queryp", seq, '"job"', "?long", "?char", "?float", "?any")
+        assert (found.returncode, found.stdout) == (0, "\"job\" 7L 'c' 2.5f true\n")
+        assert feds(
+            "spaces", "getall", conn.replace("/?", "/seq?"), "?string", *["?any"] * 4
+        ).stdout
+        assert feds("spaces", "getp", seq, "job", "?any").returncode == 1
+        waited = feds("spaces", "get", seq, "never", "--timeout", "0.2")
+        assert waited.returncode == 1 and "within 0.2 s" in waited.stderr
     finally:
         proc.send_signal(signal.SIGINT)
     assert proc.wait(10) == 0
@@ -60,6 +71,20 @@ async def test_serve_runs_a_repository_behind_two_gates() -> None:
 )
 def test_serve_refuses_bad_arguments_with_exit_code_2(args, message) -> None:
     result = feds("spaces", "serve", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["put", "tcp://127.0.0.1:1/seq?push", "1"], "PUSH is not supported"),
+        (["queryp", "tcp://127.0.0.1:1/seq", "?nope"], "unknown type URI"),
+        (["put", "tcp://127.0.0.1:1/", "1"], "names its space"),
+    ],
+)
+def test_client_commands_refuse_bad_arguments_with_exit_code_2(args, message) -> None:
+    result = feds("spaces", *args)
     assert result.returncode == 2
     assert message in result.stderr
 
