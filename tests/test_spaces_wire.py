@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 
 import pytest
 import trio
@@ -400,3 +402,65 @@ def test_a_line_over_the_limit_is_refused() -> None:
     assert lines.feed(b"short\nrest") == [b"short"]
     with pytest.raises(wire.BadRequest, match="longer than 10 bytes"):
         lines.feed(b"x" * 20)
+
+
+@pytest.mark.parametrize("mode", ["keep", "conn"])
+async def test_concurrent_remote_getters_take_every_tuple_exactly_once(mode) -> None:
+    """Getters on their own connections, some giving up by timeout mid-way: every tuple put
+    ends up with exactly one getter or is still in the space."""
+    async with reference_repository() as repo:
+        gate = await repo.add_gate(f"tcp://127.0.0.1:0/?{mode}")
+        received: list[tuple] = []
+        gave_up = 0
+        finished = trio.Event()
+
+        async def getter(space: RemoteSpace, patience: float) -> None:
+            nonlocal gave_up
+            while True:
+                try:
+                    received.append(await space.get("job", Formal(int), timeout=patience))
+                except SpaceTimeout:
+                    gave_up += 1
+                    if finished.is_set():
+                        return
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                spaces = [RemoteSpace(gate.space_uri("seq")) for _ in range(5)]
+                for i, space in enumerate(spaces):
+                    nursery.start_soon(getter, space, 0.01 if i % 2 else 0.2)
+                async with RemoteSpace(gate.space_uri("seq")) as producer:
+                    for n in range(60):
+                        await producer.put("job", n)
+                        if n % 10 == 0:
+                            await trio.sleep(0.02)
+                finished.set()
+        left = repo.get("seq").getAll("job", Formal(int))
+        assert sorted(received + left) == [("job", n) for n in range(60)]
+        assert gave_up > 0
+        assert repo.get("seq").store.waiters == []
+
+
+async def test_a_client_resetting_its_connection_does_not_stop_the_gate() -> None:
+    async with reference_repository() as repo:
+        gate = await repo.add_gate("tcp://127.0.0.1:0/?keep")
+        c = await LineConn.open(gate.port)
+        template = [{"formal": True, "value": "pspace:int"}]
+        get = {
+            "messageType": "GET_REQUEST",
+            "target": "seq",
+            "blocking": True,
+            "template": template,
+        }
+        await c.send({**get, "clientSession": "0"})
+        with trio.fail_after(5):
+            while not repo.get("seq").store.waiters:  # the server waits in receive_some now
+                await trio.sleep(0.01)
+        c.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.stream.socket.close()  # an abortive close: RST
+        with trio.fail_after(5):
+            while repo.get("seq").store.waiters or not repo.gates:
+                await trio.sleep(0.01)
+        async with RemoteSpace(gate.space_uri("seq")) as seq:
+            assert await seq.put(1)
+            assert await seq.getp(Formal(int)) == (1,)

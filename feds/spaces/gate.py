@@ -125,8 +125,8 @@ class Gate:
     async def _serve(self, stream: trio.SocketStream) -> None:
         try:
             await _Connection(self.repo, stream, self.mode).run()
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.debug("pSpaces connection ended: %s", exc)
+        except Exception:  # one connection's failure must never stop the gate
+            log.exception("pSpaces connection failed")
 
 
 class _Connection:
@@ -190,7 +190,10 @@ class _Connection:
     async def _read_loop(self) -> None:
         lines = wire.LineBuffer()
         while True:
-            data = await self.stream.receive_some(65536)
+            try:
+                data = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # the client reset the connection: as good as gone
             if not data:
                 return
             try:

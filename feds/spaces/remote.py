@@ -149,12 +149,44 @@ class RemoteSpace:
     async def _blocking(self, op: str, template: tuple, timeout: float | None) -> tuple:
         session = "0" if self.uri.mode is Mode.KEEP else None
         req = self._request(op, check_template(template), True, False, session)
-        with trio.move_on_after(float("inf") if timeout is None else timeout):
-            tuples = self._check(await self._exchange_once(req))
-            if len(tuples) != 1:
-                raise SpaceError(f"{self.uri}: a blocking {op} answered {len(tuples)} tuples")
-            return tuples[0]
-        raise SpaceTimeout(f"{self.uri}: no tuple matched {template!r} within {timeout} s")
+        stream = await _connect(self.uri.host, self.uri.port)
+        lines = wire.LineBuffer()
+        try:
+            answer: wire.Response | None = None
+            with trio.move_on_after(float("inf") if timeout is None else timeout):
+                answer = await _send_and_read(stream, req, lines)
+            if answer is None:  # timed out: withdraw, but take an answer already on its way
+                answer = await _withdraw(stream, lines)
+            if answer is None:
+                raise SpaceTimeout(f"{self.uri}: no tuple matched {template!r} within {timeout} s")
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                late = await _withdraw(stream, lines)
+                if late is not None and op == "get" and late.ok and late.tuples:
+                    await self.put(*late.tuples[0])  # taken for us as we left: give it back
+            raise
+        finally:
+            await stream.aclose()
+        tuples = self._check(answer)
+        if len(tuples) != 1:
+            raise SpaceError(f"{self.uri}: a blocking {op} answered {len(tuples)} tuples")
+        return tuples[0]
+
+
+WITHDRAW_GRACE = 5.0
+"""Seconds a withdrawn blocking request waits for the server to answer or close."""
+
+
+async def _withdraw(stream: trio.SocketStream, lines: wire.LineBuffer) -> wire.Response | None:
+    """Half-close after a blocking request: the server either answers (it had already taken a
+    tuple) or drops the request and closes. None if it closed (or said nothing in time)."""
+    with trio.move_on_after(WITHDRAW_GRACE):
+        try:
+            await stream.send_eof()
+            return await _read_answer(stream, lines)
+        except (SpaceError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            return None
+    return None
 
 
 def _one(tuples: list[tuple]) -> tuple | None:
