@@ -464,3 +464,17 @@ async def test_a_client_resetting_its_connection_does_not_stop_the_gate() -> Non
         async with RemoteSpace(gate.space_uri("seq")) as seq:
             assert await seq.put(1)
             assert await seq.getp(Formal(int)) == (1,)
+
+
+async def test_a_cancelled_remote_get_is_withdrawn() -> None:
+    async with reference_repository() as repo:
+        gate = await repo.add_gate("tcp://127.0.0.1:0/?conn")
+        async with RemoteSpace(gate.space_uri("seq")) as seq:
+            with trio.move_on_after(0.2) as scope:
+                await seq.get("later")
+            assert scope.cancelled_caught
+            with trio.fail_after(5):
+                while repo.get("seq").store.waiters:
+                    await trio.sleep(0.01)
+            await seq.put("later")
+            assert await seq.queryAll("later") == [("later",)]

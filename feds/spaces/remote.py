@@ -9,10 +9,11 @@
 The same seven operations as a local :class:`~feds.spaces.space.Space`, all coroutines. In KEEP
 mode the non-blocking ones share one connection (opened on first use, one request at a time);
 in CONN mode each opens its own. A blocking get or query always has a connection of its own, so
-that a timeout or a cancellation can withdraw it by closing that connection — the protocol has no
-other way to cancel — and the server drops the request (a feds gate then also puts back a tuple it
-had taken for an answer it could not write). A failure answer (an unknown space, a refused
-request) raises :class:`~feds.spaces.space.SpaceError`.
+that a timeout or a cancellation can withdraw it (the protocol has no cancel message): the client
+half-closes it and reads on, and the server either answers — a tuple taken in that instant is
+returned (timeout) or put back (cancellation) — or drops the request and closes, as a feds gate
+does. A failure answer (an unknown space, a refused request) or a lost connection raises
+:class:`~feds.spaces.space.SpaceError`.
 """
 
 from __future__ import annotations
