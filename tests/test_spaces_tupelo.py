@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
+
 import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feds import patterns
+from feds import client, patterns, topology
+from feds.runtime import run_overlay
 from feds.spaces.pot import Pot, PotError, to_feds_value
 from feds.spaces.space import SpaceTimeout
 from feds.spaces.tupelo import (
@@ -16,6 +19,10 @@ from feds.spaces.tupelo import (
     TransactionSubspaceError,
     TupeloClient,
     TupeloSpace,
+    as_assertion,
+    from_feds_value,
+    in_subspace,
+    subscription_pattern,
     subspace_tuple,
 )
 
@@ -255,3 +262,49 @@ async def test_a_blocking_take_wakes_on_a_write_and_times_out_otherwise() -> Non
     assert got == [[7]]
     with pytest.raises(SpaceTimeout):
         await foo.read([{"value": "hello"}], timeout=0.05)  # exists, but not in "foo"
+
+
+async def test_a_node_subscribed_to_a_subspace_over_the_overlay_receives_only_its_tuples() -> None:
+    overlay_topology = topology.load("topology/binary7.toml")
+    space, _ = wine_space()
+    wine, foo = space.subspaces["wine"], space.subspaces["foo"]
+    meta = Pot({"tag": None, "kind": {"value": "doc"}})  # a map POT: needs the residual check
+    tuples = [
+        ["wine", "red", 12],
+        ["wine", "rose", 12],
+        [3],
+        [3.5],
+        [True],
+        ["beer", "dark", 5],
+        {"tag": "x", "kind": "doc"},
+        {"tag": "y", "kind": "doc", "extra": 1},
+    ]
+    async with trio.open_nursery() as nursery:
+        overlay = await nursery.start(
+            lambda task_status: run_overlay(
+                overlay_topology, any_port=True, task_status=task_status
+            )
+        )
+        leaves = [n for n in overlay_topology.order() if not overlay_topology.children(n)]
+        async with (
+            client.connect(overlay.address(leaves[0])) as subscriber,
+            client.connect(overlay.address(leaves[-1])) as publisher,
+        ):
+            received = {}
+            async with AsyncExitStack() as stack:
+                for tag, pot in (("wine", wine), ("foo", foo), ("meta", meta)):
+                    obs = await stack.enter_async_context(
+                        subscriber.observe(subscription_pattern(pot))
+                    )
+                    received[tag] = (pot, obs)
+                await subscriber.sync()
+                for t in tuples:
+                    publisher.assert_(as_assertion(t))
+                await publisher.sync()
+                await subscriber.sync()
+                for tag, (pot, obs) in received.items():
+                    got = [from_feds_value(c[0]) for c in obs.current if in_subspace(pot, c[0])]
+                    expected = [t for t in tuples if pot.matches(t)]
+                    assert sorted(map(repr, got)) == sorted(map(repr, expected)), tag
+                    assert expected, tag
+        nursery.cancel_scope.cancel()

@@ -14,6 +14,11 @@ it reads or takes has the same tag set ``S_T``, and every tuple it writes has a 
 
 :class:`TupeloSpace` is the sans-IO state (instant methods); blocking reads and takes are trio
 coroutines with a timeout.
+
+Over the feds overlay, a Tupelo tuple travels as the assertion ``<tupelo tuple>``
+(:func:`as_assertion`), and a node or client subscribes to a subspace by observing
+:func:`subscription_pattern` of its POT; :func:`in_subspace` is the check to apply on what
+arrives when the POT is not exactly expressible as a feds pattern (``Pot.exact``).
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from typing import Any
 
 import trio
 
-from feds.spaces.pot import Pot, PotError
+from feds import pattern_forms as pf
+from feds.spaces.pot import Pot, PotError, to_feds_value
 from feds.spaces.space import SpaceTimeout
+from feds.values import FrozenDict, Record, Symbol, Value
 
 META_TAG = "tupelo subspace"
 META_TEMPLATES = (
@@ -207,6 +214,33 @@ class TupeloClient:
                     return done
                 await self.space._changed.park()
         raise SpaceTimeout(f"the transaction found no match within {timeout} s")
+
+
+TUPLE_LABEL = Symbol("tupelo")
+
+
+def as_assertion(t: Any) -> Record:
+    """A Tupelo tuple as the feds assertion ``<tupelo t>``."""
+    return Record(TUPLE_LABEL, (to_feds_value(t),))
+
+
+def subscription_pattern(pot: Pot) -> Value:
+    """The feds pattern that observes ``<tupelo t>`` for the tuples of ``pot``, capturing ``t``."""
+    return pf.rec_group(TUPLE_LABEL, [pf.bind(pot.to_pattern())])
+
+
+def from_feds_value(v: Value) -> Any:
+    """A captured feds value back as a Tupelo tuple (sequences to lists, dicts to maps)."""
+    if isinstance(v, tuple):
+        return [from_feds_value(x) for x in v]
+    if isinstance(v, FrozenDict):
+        return {from_feds_value(k): from_feds_value(x) for k, x in v.items()}
+    return v
+
+
+def in_subspace(pot: Pot, captured: Value) -> bool:
+    """The residual check at the receiver: exact POTs need none."""
+    return pot.exact or pot.matches(from_feds_value(captured))
 
 
 def _pot(template: list | dict | Pot) -> Pot:
