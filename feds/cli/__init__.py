@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from feds.cli import client_cmd, demo_cmd, overlay_cmd, simulate_cmd, topology_cmd
+from feds.cli import client_cmd, demo_cmd, overlay_cmd, simulate_cmd, spaces_cmd, topology_cmd
 
-COMMANDS = [demo_cmd, overlay_cmd, client_cmd, topology_cmd, simulate_cmd]
+COMMANDS = [demo_cmd, overlay_cmd, client_cmd, topology_cmd, simulate_cmd, spaces_cmd]
 """Modules with ``register(subparsers)``; each parser sets ``func(args) -> int`` (the exit code)."""
 
 
