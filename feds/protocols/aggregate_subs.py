@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, relay_via_at
+from feds.protocols import AT, Protocol, ignore, relay_via_at
 from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
@@ -34,11 +34,6 @@ if TYPE_CHECKING:
 LOCAL = Symbol("local")
 SUB = Symbol("sub")
 PUB = Symbol("pub")
-
-
-def _ignore(captures: tuple) -> Relayed:
-    """Drop a matching message (the rule is about assertions)."""
-    return None
 
 
 class AggregateSubs(Protocol):
@@ -82,4 +77,4 @@ class AggregateSubs(Protocol):
             source, pat = c
             return None if source == b else (a, Record(AT, (b, Record(SUB, (a, pat)))))
 
-        relay(turn, a, rec_group(SUB, [bind(), bind()]), forward, _ignore)
+        relay(turn, a, rec_group(SUB, [bind(), bind()]), forward, ignore)

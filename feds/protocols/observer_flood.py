@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Delivery, Protocol, relay_via_at
-from feds.reactive import during, relay
+from feds.protocols import AT, Delivery, Protocol, ignore, relay_via_at
+from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -75,12 +75,19 @@ class ObserverFlood(Protocol):
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         a, b = node.fragment, peer
 
-        def forward(t: Turn, source: Ref, pat: Value, e: Ref) -> None:
+        def forward(c: tuple) -> Relayed:
+            source, pat, e = c
+            return None if source == b else (b, Record(FROM, (a, observe(pat, e))))
+
+        relay(turn, a, observer_pattern(bind(), bind(), bind()), forward, ignore)
+
+        def mirror(t: Turn, source: Ref, e: Ref) -> None:
+            """One mirror per observer entity, however many patterns it observes (a message
+            mirrored once per pattern would reach ``e`` once per pattern)."""
             if source == b:
                 return
-            t.publish(b, Record(FROM, (a, observe(pat, e))))
             relay_via_at(
                 t, b, rec_group(AT, [lit(e), bind()]), a, lambda c: (e, c[0]), toward(a, source)
             )
 
-        during(turn, a, observer_pattern(bind(), bind(), bind()), forward)
+        during(turn, a, observer_pattern(bind(), DISCARD, bind()), mirror)
