@@ -123,9 +123,8 @@ def relay(
 
     ``transform(captures)`` returns ``(target, value)`` — assert ``value`` at ``target`` while the
     match lasts, or send it as a message if the match was a message — or ``None`` to skip it.
-    ``messages``, if given, replaces ``transform`` for matches that are messages: a message is
-    never retained, so it may skip steps an assertion needs (see
-    :func:`feds.protocols.relay_via_at`).
+    ``messages``, if given, replaces ``transform`` for matches that are messages (e.g.
+    :func:`feds.protocols.ignore` for a rule about assertions only).
     """
     return _install(turn, ds, pattern, _Relay(transform, messages))
 

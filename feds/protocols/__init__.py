@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from feds.actor import Handle, Ref, Turn
-from feds.reactive import PatternLike, Relayed, relay
+from feds.actor import Ref, Turn
+from feds.reactive import Relayed
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -22,7 +22,6 @@ AT = Symbol("at")
 """``<at t x>``: every protocol's record for "``x``, to be delivered at ``t``"."""
 
 Route = Callable[[tuple], tuple[Ref, Value] | None]
-Delivery = Callable[[Ref, Value], tuple[Ref, Value]]
 
 
 def ignore(captures: tuple) -> Relayed:
@@ -30,40 +29,21 @@ def ignore(captures: tuple) -> Relayed:
     return None
 
 
-def _direct(t: Ref, x: Value) -> tuple[Ref, Value]:
-    return t, x
+def via_at(fragment: Ref, route: Route) -> Callable[[tuple], Relayed]:
+    """A relay transform: each match whose ``route(captures)`` is ``(t, x)`` becomes ``<at t x>``
+    in ``fragment`` (``None`` skips the match), whose bag deduplicates it before the fragment's
+    own ``<at …>`` rules deliver it.
 
-
-def relay_via_at(
-    turn: Turn,
-    ds: Ref,
-    pattern: PatternLike,
-    fragment: Ref,
-    route: Route,
-    deliver: Delivery = _direct,
-) -> Handle:
-    """An assertion relay from ``ds`` whose matches reach ``t`` through ``fragment``'s ``<at t x>``.
-
-    ``route(captures)`` gives ``(t, x)``, or ``None`` to skip the match. A matching *assertion*
-    becomes ``<at t x>`` in ``fragment``, whose bag deduplicates it before the fragment's own
-    ``<at …>`` rules deliver it. A matching *message* is fused with that delivery: it goes
-    straight to ``deliver(t, x)``, the ``(target, value)`` those rules would send it to (by
-    default ``x`` at ``t``, as copy-up and aggregate-subs deliver every ``<at t x>``). A message is
-    never retained, so there is nothing to deduplicate, and the fused path saves the fragment a
-    turn and an index lookup. This is only equivalent because nothing but those ``<at …>`` rules
-    observes ``<at …>`` in a fragment: applications only ever see (and observe) the protocol's
-    local envelope.
+    Messages take the same step. Skipping it for them (a message is never retained, so there is
+    nothing to deduplicate) saved a turn per hop but let a message overtake an assertion made
+    before it; see "Guarantees" in ``docs/protocols.md``.
     """
 
-    def asserted(captures: tuple) -> Relayed:
+    def at(captures: tuple) -> Relayed:
         out = route(captures)
         return None if out is None else (fragment, Record(AT, out))
 
-    def sent(captures: tuple) -> Relayed:
-        out = route(captures)
-        return None if out is None else deliver(out[0], out[1])
-
-    return relay(turn, ds, pattern, asserted, route if deliver is _direct else sent)
+    return at
 
 
 class Protocol:

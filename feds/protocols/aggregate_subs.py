@@ -12,9 +12,8 @@ Schema (seed): ``Local = <local @item any>``, ``At = <at @fragment #:any @item a
   ``<pub _ pat x>`` as ``x``.
 * Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network).
 
-Messages are never retained, so there is nothing to deduplicate: the next-hop relay sends a
-``<pub f pat x>`` message straight to ``t`` instead of ``<at t <pub f pat x>>`` to ``f``
-(:func:`~feds.protocols.relay_via_at`), one turn and one index lookup less per hop.
+Messages follow the same rules, each step a message, through the same ``<at …>`` step as
+assertions: so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, ignore, relay_via_at
+from feds.protocols import AT, Protocol, ignore, via_at
 from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
@@ -60,12 +59,11 @@ class AggregateSubs(Protocol):
         def next_hop(t: Turn, hop: Ref, pat: Value) -> None:
             if hop == f:
                 return
-            relay_via_at(
+            relay(
                 t,
                 f,
                 rec_group(PUB, [bind(), lit(pat), bind()]),
-                f,
-                lambda c: None if c[0] == hop else (hop, Record(PUB, (f, pat, c[1]))),
+                via_at(f, lambda c: None if c[0] == hop else (hop, Record(PUB, (f, pat, c[1])))),
             )
 
         during(turn, f, rec_group(SUB, [bind(), bind()]), next_hop)

@@ -15,11 +15,8 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content
 * For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
   ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
 
-Messages are never retained, so there is nothing to deduplicate or to offer the parent later:
-both rules that answer ``<at e x>`` send a message ``x`` straight to ``e`` instead
-(:func:`~feds.protocols.relay_via_at`), and a ``<link _ v>`` message goes straight up as
-``<link f v>`` to the parent (if the uplink is up) rather than as ``<content v>`` through the
-uplink's relay, the only observer of ``<content …>``. Each saves a turn and an index lookup.
+Messages follow the same rules, each step a message (``<content v>``, ``<at e x>``): so a
+message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, relay_via_at
+from feds.protocols import AT, Protocol, via_at
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -65,21 +62,16 @@ class CopyUp(Protocol):
         def content(c: tuple) -> tuple[Ref, Value] | None:
             return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))
 
-        def up(c: tuple) -> tuple[Ref, Value] | None:
-            """A message: what the uplink would do with ``<content v>``, without that step."""
-            parent = node.parent_fragment
-            if parent is None or _is_observe(c[0]):
-                return None
-            return parent, Record(LINK, (F, c[0]))
-
-        relay(turn, F, rec_group(LINK, [DISCARD, bind()]), content, up)
+        relay(turn, F, rec_group(LINK, [DISCARD, bind()]), content)
 
         def distribute(t: Turn, pat: Value) -> None:
             d = relay_object(t, lambda x: (F, Record(FROM_UPLINK, (d, x))))
             t.publish(F, Record(CONTENT, (observe(pat, d),)))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
-                relay_via_at(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), F, lambda c: (e, c[0]))
+                relay(
+                    t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), via_at(F, lambda c: (e, c[0]))
+                )
 
             during(t, F, link_observe(DISCARD, lit(pat), bind()), observer_of_pat)
 
@@ -92,7 +84,7 @@ class CopyUp(Protocol):
                     return None
                 return e, c[1:]
 
-            relay_via_at(t, F, rec_group(LINK, [bind(), pat]), F, split_horizon)
+            relay(t, F, rec_group(LINK, [bind(), pat]), via_at(F, split_horizon))
 
         during(turn, F, link_observe(bind(), bind(), bind()), answer)
 

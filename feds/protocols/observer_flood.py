@@ -11,11 +11,8 @@ Schema (seed): ``From = <from @fragment #:any @body any>``, ``At = <at @observer
 
 No aggregation: several observers of one pattern each get their own answers across the network.
 
-Messages are never retained, so there is nothing to deduplicate: a rule that would put an
-``<at e x>`` message into its own fragment ``f`` sends it where ``f``'s ``<at e _>`` rules would
-(:func:`~feds.protocols.relay_via_at`, :func:`toward`): ``x`` to ``e`` if ``e`` observes at ``f``,
-else ``<at e x>`` to the neighbour fragment that told ``f`` about ``e`` — the one whose half-link
-mirrors ``<at e _>`` out of ``f``. One turn and one index lookup less per hop.
+Messages follow the same rules, each step a message (``<at e x>`` into the fragment, mirrored
+hop by hop): so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Delivery, Protocol, ignore, relay_via_at
+from feds.protocols import AT, Protocol, ignore, via_at
 from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
@@ -38,18 +35,6 @@ FROM = Symbol("from")
 def observer_pattern(source: Value, pattern: Value, observer: Value) -> Value:
     """Pattern for ``<from source <Observe pattern observer>>``."""
     return rec_group(FROM, [source, rec_group(OBSERVE, [pattern, observer])])
-
-
-def toward(fragment: Ref, source: Ref) -> Delivery:
-    """Where ``fragment`` delivers ``<at e x>`` for an observer ``e`` it learned of from ``source``.
-
-    ``source`` is ``fragment`` itself for a local observer (delivered as ``x`` at ``e``), else the
-    neighbour fragment whose half-link asserted ``<from source <Observe _ e>>`` here and, with it,
-    the mirror that copies each ``<at e x>`` back to ``source``.
-    """
-    if source == fragment:
-        return lambda e, x: (e, x)
-    return lambda e, x: (source, Record(AT, (e, x)))
 
 
 class ObserverFlood(Protocol):
@@ -66,11 +51,11 @@ class ObserverFlood(Protocol):
 
         during(turn, f, observer_pattern(lit(f), DISCARD, bind()), local_observer)
 
-        def any_observer(t: Turn, source: Ref, pat: Value, e: Ref) -> None:
+        def any_observer(t: Turn, pat: Value, e: Ref) -> None:
             local_matches = rec_group(FROM, [lit(f), pat])
-            relay_via_at(t, f, local_matches, f, lambda xs: (e, xs), toward(f, source))
+            relay(t, f, local_matches, via_at(f, lambda xs: (e, xs)))
 
-        during(turn, f, observer_pattern(bind(), bind(), bind()), any_observer)
+        during(turn, f, observer_pattern(DISCARD, bind(), bind()), any_observer)
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         a, b = node.fragment, peer
@@ -86,8 +71,6 @@ class ObserverFlood(Protocol):
             mirrored once per pattern would reach ``e`` once per pattern)."""
             if source == b:
                 return
-            relay_via_at(
-                t, b, rec_group(AT, [lit(e), bind()]), a, lambda c: (e, c[0]), toward(a, source)
-            )
+            relay(t, b, rec_group(AT, [lit(e), bind()]), via_at(a, lambda c: (e, c[0])))
 
         during(turn, a, observer_pattern(bind(), DISCARD, bind()), mirror)
