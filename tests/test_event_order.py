@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from feds import client, topology
-from feds.actor import Actor, Facet, Ref, Scheduler, Turn
-from feds.dataspace import Dataspace, observe
+from feds.actor import Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.dataspace import OBSERVE, Dataspace, observe
 from feds.pattern_forms import bind, lit, rec_group
 from feds.protocols import protocol_names
 from feds.runtime import run_overlay
@@ -242,6 +242,9 @@ def query_then_watch(world: World) -> None:
     world.settle()
     watcher.turn(watcher.retract(3))
     watcher.turn(watcher.observe(4, ANY_A, "query"))
+    world.settle()
+    watcher.turn(watcher.retract(4))  # the same entity, at once again
+    watcher.turn(watcher.observe(5, ANY_A, "query"))
 
 
 @protocols
@@ -252,7 +255,7 @@ def test_an_observer_re_established_before_the_overlay_is_quiet_sees_no_flicker(
     expected = check(query_then_watch, protocol, CHAIN4, wire)
     # Withdrawing an Observe and asserting it again in one turn changes nothing (see 4).
     assert expected["watch"] == [("+", (1,)), ("-", (1,))]
-    assert expected["query"] == [("+", (1,)), ("-", (1,)), ("+", (1,))]
+    assert expected["query"] == [("+", (1,)), ("-", (1,))] * 2 + [("+", (1,))]
 
 
 # -- 4: an Observe is an assertion like any other: counted in the bag, acted on once ----------
@@ -312,3 +315,44 @@ def test_two_observations_of_one_entity_stay_two(
 ) -> None:
     expected = check(overlapping_observations, protocol, parents, wire)
     assert expected["o"].count(("!", (1,))) == 3
+
+
+class Greeter(Entity):
+    """A meta-observer: greets each observer it sees in an Observe, while that Observe lasts."""
+
+    def __init__(self) -> None:
+        self.greetings: dict[Handle, Handle] = {}
+
+    def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
+        if captures.__class__ is not tuple:
+            return  # a greeting: it found its own Observe
+        _pattern, observer = captures  # type: ignore[misc]
+        if observer.entity is not self:
+            self.greetings[handle] = turn.publish(observer, record("hello"))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        greeting = self.greetings.pop(handle, None)
+        if greeting is not None:
+            turn.retract(greeting)
+
+
+def greeted(world: World) -> None:
+    app = world.client(0)
+    greeter = Ref(world.observers, Greeter())
+    app.turn(app.publish(1, observe(rec_group(OBSERVE, [bind(), bind()]), greeter)))
+    world.settle()
+    app.turn(app.observe(2, ANY_A, "o"))
+    world.settle()
+    app.turn(app.publish(3, record("a", 1)))
+    world.settle()
+    app.turn(app.retract(3))
+    world.settle()
+    app.turn(app.retract(2))
+
+
+@protocols
+def test_an_observer_found_in_an_observe_at_the_same_node_can_be_reached(protocol: str) -> None:
+    """Local access may stand a token in for an observer; the token forwards to it."""
+    expected = check(greeted, protocol, [], wire=False)
+    hello = record("hello")
+    assert expected["o"] == [("+", hello), ("+", (1,)), ("-", (1,)), ("-", hello)]

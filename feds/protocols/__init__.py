@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from feds.actor import Ref, Turn
-from feds.reactive import Relayed
+from feds.reactive import Relayed, RelayEntity
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -46,10 +46,35 @@ def via_at(fragment: Ref, route: Route) -> Callable[[tuple], Relayed]:
     return at
 
 
+class Observation(RelayEntity):
+    """Stands for one distinct ``<Observe pattern observer>`` of an application at this node.
+
+    With a protocol whose ``per_observation`` is set, local access puts an observation token in
+    place of the observer (see :class:`feds.node.LocalAccess`). The protocol's ``<at t x>``
+    records then name an observation, not an entity: one dataspace gives an entity that
+    observes two patterns one assertion per (observation, captures), and ``<at e x>`` would
+    merge two observations with equal captures into one. The final delivery goes straight to
+    :func:`observer_of` the token; anything else sent or asserted to a token (by a meta-observer
+    that found it in an Observe) is forwarded to the observer.
+    """
+
+    def __init__(self, observer: Ref) -> None:
+        super().__init__(lambda value: (observer, value))
+        self.observer = observer
+
+
+def observer_of(target: Ref) -> Ref:
+    """The application's observer if ``target`` is an observation token, else ``target``."""
+    entity = target.entity
+    return entity.observer if entity.__class__ is Observation else target  # type: ignore[attr-defined]
+
+
 class Protocol:
     """How one node takes part in a federation."""
 
     name: ClassVar[str]
+    per_observation: ClassVar[bool] = False
+    """Whether local access gives each distinct Observe its own :class:`Observation` token."""
 
     def setup(self, turn: Turn, node: Node) -> None:
         """Install the rules every fragment runs (in the node's root facet)."""

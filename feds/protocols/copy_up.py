@@ -12,6 +12,10 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content
   carries one aggregated subscription up; each observer ``e`` of ``pat`` gets ``<at e x>`` for
   each ``<from-uplink d x>``.
 * Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication).
+
+Local access puts an observation token (:class:`~feds.protocols.Observation`) in place of an
+application's observer, so ``e`` in ``<at e x>`` is one observation: an entity observing two
+patterns gets each match once per observation, as from one dataspace.
 * For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
   ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
 
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, via_at
+from feds.protocols import AT, Protocol, observer_of, via_at
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -51,13 +55,14 @@ def link_observe(link_id: Value, pattern: Value, observer: Value) -> Value:
 
 class CopyUp(Protocol):
     name = "copy-up"
+    per_observation = True
 
     def wrap(self, node: Node, value: Value) -> Value:
         return Record(LINK, (LOCAL_ID, value))
 
     def setup(self, turn: Turn, node: Node) -> None:
         F = node.fragment
-        relay(turn, F, rec_group(AT, [bind(), bind()]), lambda c: (c[0], c[1]))
+        relay(turn, F, rec_group(AT, [bind(), bind()]), lambda c: (observer_of(c[0]), c[1]))
 
         def content(c: tuple) -> tuple[Ref, Value] | None:
             return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))

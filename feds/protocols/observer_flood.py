@@ -11,6 +11,11 @@ Schema (seed): ``From = <from @fragment #:any @body any>``, ``At = <at @observer
 
 No aggregation: several observers of one pattern each get their own answers across the network.
 
+Local access puts an observation token (:class:`~feds.protocols.Observation`) in place of an
+application's observer, so ``e`` above is one observation: an entity observing two patterns gets
+each match once per observation, as from one dataspace, and a withdrawn observation's answers
+still on their way can never reach a new one.
+
 Messages follow the same rules, each step a message (``<at e x>`` into the fragment, mirrored
 hop by hop): so a message never overtakes an assertion made before it.
 """
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, ignore, via_at
+from feds.protocols import AT, Protocol, ignore, observer_of, via_at
 from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
@@ -39,6 +44,7 @@ def observer_pattern(source: Value, pattern: Value, observer: Value) -> Value:
 
 class ObserverFlood(Protocol):
     name = "observer-flood"
+    per_observation = True
 
     def wrap(self, node: Node, value: Value) -> Value:
         return Record(FROM, (node.fragment, value))
@@ -47,7 +53,8 @@ class ObserverFlood(Protocol):
         f = node.fragment
 
         def local_observer(t: Turn, e: Ref) -> None:
-            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (e, c[0]))
+            observer = observer_of(e)
+            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))
 
         during(turn, f, observer_pattern(lit(f), DISCARD, bind()), local_observer)
 
