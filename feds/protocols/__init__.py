@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from feds.actor import Ref, Turn
-from feds.reactive import Relayed, RelayEntity
+from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.dataspace import observe
+from feds.reactive import PatternLike, Relayed, RelayEntity, pattern_value
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -44,6 +45,86 @@ def via_at(fragment: Ref, route: Route) -> Callable[[tuple], Relayed]:
         return None if out is None else (fragment, Record(AT, out))
 
     return at
+
+
+class Deliveries:
+    """A fragment's deduplicated delivery: ``x`` at ``t`` once, however many rules ask for it.
+
+    This is the seed's ``<at t x>`` ("every fragment delivers ``<at t x>`` as ``x`` at ``t``")
+    without putting the record into the fragment's bag and taking it out again: the count per
+    ``(t, x)`` is kept here, so an assertion is delivered in the turn of the rule that made it,
+    not two turns later. A message has nothing to count and goes out in that same turn too, so
+    messages and assertions take the same steps and keep their order. Used by the protocols in
+    which nothing but the fragment's own delivery rule observes ``<at …>`` (copy-up and
+    aggregate-subs; observer-flood's half-links mirror ``<at …>`` records, so it keeps them).
+    Deliveries are made in the node's root facet and go when their last asker goes; the final
+    target is :func:`observer_of` ``t``.
+    """
+
+    def __init__(self, facet: Facet) -> None:
+        self.facet = facet
+        self.held: dict[tuple[Ref, Value], list] = {}
+        """``(t, x)`` → ``[askers, handle]``."""
+
+    def add(self, turn: Turn, t: Ref, x: Value) -> tuple[Ref, Value]:
+        key = (t, x)
+        entry = self.held.get(key)
+        if entry is not None:
+            entry[0] += 1
+        else:
+            saved = turn.facet
+            turn.facet = self.facet
+            self.held[key] = [1, turn.publish(observer_of(t), x)]
+            turn.facet = saved
+        return key
+
+    def remove(self, turn: Turn, key: tuple[Ref, Value]) -> None:
+        entry = self.held[key]
+        if entry[0] > 1:
+            entry[0] -= 1
+        else:
+            del self.held[key]
+            turn.retract(entry[1])
+
+
+class _Delivering(Entity):
+    """A relay whose matches become deliveries (see :func:`deliver`)."""
+
+    def __init__(self, deliveries: Deliveries, route: Route) -> None:
+        self.deliveries = deliveries
+        self.route = route
+        self.keys: dict[Handle, tuple[Ref, Value]] = {}
+
+    def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
+        out = self.route(captures)  # type: ignore[arg-type]
+        if out is not None:
+            self.keys[handle] = self.deliveries.add(turn, out[0], out[1])
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        key = self.keys.pop(handle, None)
+        if key is not None:
+            self.deliveries.remove(turn, key)
+
+    def on_message(self, turn: Turn, captures: Value) -> None:
+        out = self.route(captures)  # type: ignore[arg-type]
+        if out is not None:
+            turn.message(observer_of(out[0]), out[1])
+
+    def release(self, turn: Turn) -> None:
+        """Its facet stopped: give up every delivery it asked for."""
+        for key in self.keys.values():
+            self.deliveries.remove(turn, key)
+        self.keys.clear()
+
+
+def deliver(
+    turn: Turn, ds: Ref, pattern: PatternLike, deliveries: Deliveries, route: Route
+) -> Handle:
+    """A relay from ``ds`` whose matches ``(t, x) = route(captures)`` are delivered as ``x`` at
+    ``t`` through ``deliveries`` (``None`` skips a match): the seed's ``<at t x>`` step."""
+    entity = _Delivering(deliveries, route)
+    turn.on_stop(entity.release)
+    return turn.publish(ds, observe(pattern_value(pattern), turn.ref(entity)))
 
 
 class Observation(RelayEntity):

@@ -1,18 +1,19 @@
 """The "aggregate-subs" protocol: only subscription *patterns* travel; subscribers stay local.
 
-Schema (seed, with an inbox added to ``Sub``): ``Local = <local @item any>``,
-``At = <at @target #:any @item any>``, ``Sub = <sub @fragment #:any @pat any @inbox #:any>``,
+Schema (seed, with an inbox added to ``Sub``, and ``At`` kept as deliveries, not records):
+``Local = <local @item any>``, ``Sub = <sub @fragment #:any @pat any @inbox #:any>``,
 ``Pub = <pub @fragment #:any @pat any @vs [any ...]>``.
 
 * Local access wraps ``v`` as ``<local v>``.
 * Half-uplink a→b: while some ``<sub f pat _>`` at ``a`` has f ≠ b, ``a`` holds one *inbox* for
-  ``pat`` (an entity re-asserting in ``a`` whatever it receives) and ``<at b <sub a pat inbox>>``.
+  ``pat`` (an entity re-asserting in ``a`` whatever it receives) and ``<sub a pat inbox>`` at b.
 * In ``f``, each distinct ``<sub _ pat _>`` publishes local matches ``vs`` as ``<pub f pat vs>``.
 * In ``f``, each ``<sub t pat inbox>`` with t ≠ f relays each ``<pub a pat x>`` with a ≠ t as
   ``<at inbox <pub f pat x>>`` (next hop ``t``, previous hop relabelled ``f``).
 * A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat f>`` and receives each
   ``<pub _ pat x>`` as ``x``.
-* Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network).
+* Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network): here
+  through the fragment's :class:`~feds.protocols.Deliveries`, without the record.
 
 The inbox is the seed's rule made safe against re-subscription. Without it, when the last
 observer of ``pat`` at ``a`` went and a new one came before the overlay was quiet, the new one
@@ -22,8 +23,8 @@ long as one subscription of ``pat`` across the link: when it goes, everything it
 retracted at once, and late answers to it are dropped, so a new subscription (a new inbox) only
 ever sees answers given to it.
 
-Messages follow the same rules, each step a message, through the same ``<at …>`` step as
-assertions: so a message never overtakes an assertion made before it.
+Messages follow the same rules, each step a message, through the same deliveries as assertions:
+so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Entity, Facet, Handle, Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, via_at
+from feds.protocols import Deliveries, Protocol, deliver
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -54,7 +55,7 @@ class AggregateSubs(Protocol):
 
     def setup(self, turn: Turn, node: Node) -> None:
         f = node.fragment
-        relay(turn, f, rec_group(AT, [bind(), bind()]), lambda c: (c[0], c[1]))
+        at = Deliveries(turn.facet)
 
         def local_observer(t: Turn, pat: Value, e: Ref) -> None:
             t.publish(f, Record(SUB, (f, pat, f)))
@@ -70,11 +71,12 @@ class AggregateSubs(Protocol):
         def next_hop(t: Turn, hop: Ref, pat: Value, inbox: Ref) -> None:
             if hop == f:
                 return
-            relay(
+            deliver(
                 t,
                 f,
                 rec_group(PUB, [bind(), lit(pat), bind()]),
-                via_at(f, lambda c: None if c[0] == hop else (inbox, Record(PUB, (f, pat, c[1])))),
+                at,
+                lambda c: None if c[0] == hop else (inbox, Record(PUB, (f, pat, c[1]))),
             )
 
         during(turn, f, rec_group(SUB, [bind(), bind(), bind()]), next_hop)
@@ -91,7 +93,7 @@ class AggregateSubs(Protocol):
 
 
 class _Wants:
-    """Half-link a→b: one inbox and one ``<at b <sub a pat inbox>>`` per pattern wanted from b.
+    """Half-link a→b: one inbox and one ``<sub a pat inbox>`` at b per pattern wanted from b.
 
     ``pat`` is wanted from b while a local observer of ``pat`` or a ``<sub s pat _>`` with s
     neither ``a`` nor ``b`` is at ``a``. Each time it becomes wanted, a new facet holds a new
@@ -115,7 +117,7 @@ class _Wants:
     def _ask(self, turn: Turn, pat: Value) -> None:
         a = self.a
         inbox = relay_object(turn, lambda x: (a, x))
-        turn.publish(a, Record(AT, (self.b, Record(SUB, (a, pat, inbox)))))
+        turn.publish(self.b, Record(SUB, (a, pat, inbox)))
 
     def remove(self, turn: Turn, pat: Value) -> None:
         count, facet = self.wants[pat]

@@ -1,8 +1,8 @@
 """The "copy-up" protocol: every non-subscription assertion is copied up to the root.
 
 Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content @body any>``,
-``FromUplink = <from-uplink @distributor #:any @body any>``,
-``At = <at @observer #:any @body any>``.
+``FromUplink = <from-uplink @distributor #:any @body any>``, ``At = <at @observer #:any @body any>``
+(kept as deliveries, not records).
 
 * Local access wraps ``v`` as ``<link #f v>``.
 * The uplink relays the fragment's ``<content v>`` to the parent as ``<link f v>``.
@@ -11,15 +11,16 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content
   turns each ``x`` it receives into ``<from-uplink d x>``, and ``<content <Observe pat d>>``
   carries one aggregated subscription up; each observer ``e`` of ``pat`` gets ``<at e x>`` for
   each ``<from-uplink d x>``.
-* Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication).
+* Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication): here through the
+  fragment's :class:`~feds.protocols.Deliveries`, without the record.
+* For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
+  ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
 
 Local access puts an observation token (:class:`~feds.protocols.Observation`) in place of an
 application's observer, so ``e`` in ``<at e x>`` is one observation: an entity observing two
 patterns gets each match once per observation, as from one dataspace.
-* For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
-  ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
 
-Messages follow the same rules, each step a message (``<content v>``, ``<at e x>``): so a
+Messages follow the same rules, each step a message (``<content v>``, deliveries): so a
 message never overtakes an assertion made before it.
 """
 
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, observer_of, via_at
+from feds.protocols import Deliveries, Protocol, deliver
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -62,7 +63,7 @@ class CopyUp(Protocol):
 
     def setup(self, turn: Turn, node: Node) -> None:
         F = node.fragment
-        relay(turn, F, rec_group(AT, [bind(), bind()]), lambda c: (observer_of(c[0]), c[1]))
+        at = Deliveries(turn.facet)
 
         def content(c: tuple) -> tuple[Ref, Value] | None:
             return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))
@@ -74,9 +75,7 @@ class CopyUp(Protocol):
             t.publish(F, Record(CONTENT, (observe(pat, d),)))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
-                relay(
-                    t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), via_at(F, lambda c: (e, c[0]))
-                )
+                deliver(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), at, lambda c: (e, c[0]))
 
             during(t, F, link_observe(DISCARD, lit(pat), bind()), observer_of_pat)
 
@@ -89,7 +88,7 @@ class CopyUp(Protocol):
                     return None
                 return e, c[1:]
 
-            relay(t, F, rec_group(LINK, [bind(), pat]), via_at(F, split_horizon))
+            deliver(t, F, rec_group(LINK, [bind(), pat]), at, split_horizon)
 
         during(turn, F, link_observe(bind(), bind(), bind()), answer)
 
