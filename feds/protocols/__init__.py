@@ -47,7 +47,24 @@ def via_at(fragment: Ref, route: Route) -> Callable[[tuple], Relayed]:
     return at
 
 
-class Deliveries:
+class Sink:
+    """Where a delivering relay (:func:`deliver`) puts its matches; ``out`` is what the relay's
+    ``route(captures)`` gave, and names what :meth:`add` holds until :meth:`remove`."""
+
+    def add(self, turn: Turn, out: Value) -> None:
+        """A match is asserted: hold ``out`` (once, however many times it is added)."""
+        raise NotImplementedError
+
+    def remove(self, turn: Turn, out: Value) -> None:
+        """One match that gave ``out`` is retracted."""
+        raise NotImplementedError
+
+    def send(self, turn: Turn, out: Value) -> None:
+        """A match is a message."""
+        raise NotImplementedError
+
+
+class Deliveries(Sink):
     """A fragment's deduplicated delivery: ``x`` at ``t`` once, however many rules ask for it.
 
     This is the seed's ``<at t x>`` ("every fragment delivers ``<at t x>`` as ``x`` at ``t``")
@@ -66,63 +83,70 @@ class Deliveries:
         self.held: dict[tuple[Ref, Value], list] = {}
         """``(t, x)`` → ``[askers, handle]``."""
 
-    def add(self, turn: Turn, t: Ref, x: Value) -> tuple[Ref, Value]:
-        key = (t, x)
-        entry = self.held.get(key)
+    def add(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+        entry = self.held.get(out)
         if entry is not None:
             entry[0] += 1
         else:
             saved = turn.facet
             turn.facet = self.facet
-            self.held[key] = [1, turn.publish(observer_of(t), x)]
+            self.held[out] = [1, turn.publish(observer_of(out[0]), out[1])]
             turn.facet = saved
-        return key
 
-    def remove(self, turn: Turn, key: tuple[Ref, Value]) -> None:
-        entry = self.held[key]
+    def remove(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+        entry = self.held[out]
         if entry[0] > 1:
             entry[0] -= 1
         else:
-            del self.held[key]
+            del self.held[out]
             turn.retract(entry[1])
+
+    def send(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+        turn.message(observer_of(out[0]), out[1])
 
 
 class _Delivering(Entity):
-    """A relay whose matches become deliveries (see :func:`deliver`)."""
+    """A relay whose matches go to a :class:`Sink` (see :func:`deliver`)."""
 
-    def __init__(self, deliveries: Deliveries, route: Route) -> None:
-        self.deliveries = deliveries
+    def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
+        self.sink = sink
         self.route = route
-        self.keys: dict[Handle, tuple[Ref, Value]] = {}
+        self.held: dict[Handle, Value] = {}
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
         out = self.route(captures)  # type: ignore[arg-type]
         if out is not None:
-            self.keys[handle] = self.deliveries.add(turn, out[0], out[1])
+            self.sink.add(turn, out)
+            self.held[handle] = out
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
-        key = self.keys.pop(handle, None)
-        if key is not None:
-            self.deliveries.remove(turn, key)
+        out = self.held.pop(handle, None)
+        if out is not None:
+            self.sink.remove(turn, out)
 
     def on_message(self, turn: Turn, captures: Value) -> None:
         out = self.route(captures)  # type: ignore[arg-type]
         if out is not None:
-            turn.message(observer_of(out[0]), out[1])
+            self.sink.send(turn, out)
 
     def release(self, turn: Turn) -> None:
-        """Its facet stopped: give up every delivery it asked for."""
-        for key in self.keys.values():
-            self.deliveries.remove(turn, key)
-        self.keys.clear()
+        """Its facet stopped: give up everything it put into the sink."""
+        for out in self.held.values():
+            self.sink.remove(turn, out)
+        self.held.clear()
 
 
 def deliver(
-    turn: Turn, ds: Ref, pattern: PatternLike, deliveries: Deliveries, route: Route
+    turn: Turn,
+    ds: Ref,
+    pattern: PatternLike,
+    sink: Sink,
+    route: Callable[[tuple], Value | None],
 ) -> Handle:
-    """A relay from ``ds`` whose matches ``(t, x) = route(captures)`` are delivered as ``x`` at
-    ``t`` through ``deliveries`` (``None`` skips a match): the seed's ``<at t x>`` step."""
-    entity = _Delivering(deliveries, route)
+    """A relay from ``ds`` whose matches go to ``sink`` as ``route(captures)`` (``None`` skips a
+    match): held while the match lasts, sent if it is a message, in the relay's own turn. With
+    :class:`Deliveries`, the seed's ``<at t x>`` step for ``route`` giving ``(t, x)``."""
+    entity = _Delivering(sink, route)
     turn.on_stop(entity.release)
     return turn.publish(ds, observe(pattern_value(pattern), turn.ref(entity)))
 

@@ -1,11 +1,12 @@
 """The "copy-up" protocol: every non-subscription assertion is copied up to the root.
 
-Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content @body any>``,
-``FromUplink = <from-uplink @distributor #:any @body any>``, ``At = <at @observer #:any @body any>``
-(kept as deliveries, not records).
+Schema (seed): ``LinkEnvelope = <link @id any @body any>``,
+``FromUplink = <from-uplink @distributor #:any @body any>``; ``Content = <content @body any>`` and
+``At = <at @observer #:any @body any>`` are kept as counts (offers, deliveries), not records.
 
 * Local access wraps ``v`` as ``<link #f v>``.
-* The uplink relays the fragment's ``<content v>`` to the parent as ``<link f v>``.
+* The uplink relays the fragment's ``<content v>`` to the parent as ``<link f v>``: here the
+  fragment's offers (``_Offers``), a count per ``v`` instead of the record.
 * Every ``<link _ v>`` whose ``v`` is not an Observe is asserted back as ``<content v>``.
 * Per distinct observed pattern ``pat`` (in ``<link _ <Observe pat _>>``) a distributor ``d``
   turns each ``x`` it receives into ``<from-uplink d x>``, and ``<content <Observe pat d>>``
@@ -20,26 +21,25 @@ Local access puts an observation token (:class:`~feds.protocols.Observation`) in
 application's observer, so ``e`` in ``<at e x>`` is one observation: an entity observing two
 patterns gets each match once per observation, as from one dataspace.
 
-Messages follow the same rules, each step a message (``<content v>``, deliveries): so a
-message never overtakes an assertion made before it.
+Messages follow the same rules, each step a message, offered and delivered in the same turns as
+assertions: so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feds.actor import Ref, Turn
+from feds.actor import Facet, Handle, Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Deliveries, Protocol, deliver
-from feds.reactive import during, relay, relay_object
+from feds.protocols import Deliveries, Protocol, Sink, deliver
+from feds.reactive import during, relay_object
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
     from feds.node import Node
 
 LINK = Symbol("link")
-CONTENT = Symbol("content")
 FROM_UPLINK = Symbol("from-uplink")
 LOCAL_ID = False
 """The link id of local assertions (``#f`` in the seed)."""
@@ -58,6 +58,10 @@ class CopyUp(Protocol):
     name = "copy-up"
     per_observation = True
 
+    def __init__(self) -> None:
+        self.offers: dict[Ref, _Offers] = {}
+        """Each node's offers to its parent, by the node's fragment."""
+
     def wrap(self, node: Node, value: Value) -> Value:
         return Record(LINK, (LOCAL_ID, value))
 
@@ -65,14 +69,14 @@ class CopyUp(Protocol):
         F = node.fragment
         at = Deliveries(turn.facet)
 
-        def content(c: tuple) -> tuple[Ref, Value] | None:
-            return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))
-
-        relay(turn, F, rec_group(LINK, [DISCARD, bind()]), content)
+        offers = self.offers[F] = _Offers(F)
+        deliver(turn, F, rec_group(LINK, [DISCARD, bind()]), offers, _content)
 
         def distribute(t: Turn, pat: Value) -> None:
             d = relay_object(t, lambda x: (F, Record(FROM_UPLINK, (d, x))))
-            t.publish(F, Record(CONTENT, (observe(pat, d),)))
+            subscription = observe(pat, d)
+            offers.add(t, subscription)
+            t.on_stop(lambda t: offers.remove(t, subscription))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
                 deliver(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), at, lambda c: (e, c[0]))
@@ -94,5 +98,70 @@ class CopyUp(Protocol):
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         if peer_is_parent:
-            F = node.fragment
-            relay(turn, F, rec_group(CONTENT, [bind()]), lambda c: (peer, Record(LINK, (F, c[0]))))
+            self.offers[node.fragment].link_up(turn, peer)
+
+
+def _content(c: tuple) -> Value | None:
+    """What a ``<link _ v>`` offers the parent: ``v``, unless it is an Observe."""
+    return None if _is_observe(c[0]) else c[0]
+
+
+class _Offers(Sink):
+    """The seed's ``<content v>``, kept as a count: what this fragment offers its parent.
+
+    The seed asserts ``<content v>`` for each ``<link _ v>`` that is not an Observe and for each
+    aggregated subscription, and the uplink copies each ``<content v>`` to the parent as
+    ``<link f v>``. Nothing else observes ``<content …>``, so the record need not enter the bag:
+    the count per ``v`` is kept here and ``<link f v>`` is asserted at the parent in the turn of
+    the rule that offered ``v`` (two turns sooner), or when the uplink comes up. A message is
+    sent to the parent in that same turn, so it keeps its place behind the assertions before it.
+    """
+
+    def __init__(self, fragment: Ref) -> None:
+        self.fragment = fragment
+        self.held: dict[Value, list] = {}
+        """``v`` → ``[offers, handle at the parent or None]``."""
+        self.parent: Ref | None = None
+        self.link: Facet | None = None
+
+    def add(self, turn: Turn, out: Value) -> None:
+        entry = self.held.get(out)
+        if entry is not None:
+            entry[0] += 1
+        else:
+            self.held[out] = [1, self._up(turn, out)]
+
+    def _up(self, turn: Turn, v: Value) -> Handle | None:
+        if self.parent is None:
+            return None
+        saved = turn.facet
+        turn.facet = self.link  # type: ignore[assignment]
+        handle = turn.publish(self.parent, Record(LINK, (self.fragment, v)))
+        turn.facet = saved
+        return handle
+
+    def remove(self, turn: Turn, out: Value) -> None:
+        entry = self.held[out]
+        if entry[0] > 1:
+            entry[0] -= 1
+        else:
+            del self.held[out]
+            if entry[1] is not None:
+                turn.retract(entry[1])
+
+    def send(self, turn: Turn, out: Value) -> None:
+        if self.parent is not None:
+            turn.message(self.parent, Record(LINK, (self.fragment, out)))
+
+    def link_up(self, turn: Turn, parent: Ref) -> None:
+        """The uplink to ``parent`` is up (in its facet): offer everything held."""
+        self.parent = parent
+        self.link = turn.facet
+        for v, entry in self.held.items():
+            entry[1] = self._up(turn, v)
+        turn.on_stop(self._link_down)
+
+    def _link_down(self, turn: Turn) -> None:
+        """The uplink's facet stops, retracting everything offered through it (a handle kept
+        from it is unknown from then on: retracting it again does nothing)."""
+        self.parent = self.link = None
