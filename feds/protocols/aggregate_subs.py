@@ -29,13 +29,12 @@ so a message never overtakes an assertion made before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from feds.actor import Entity, Facet, Handle, Ref, Turn
-from feds.dataspace import OBSERVE, observe
+from feds.actor import Facet, Ref, Turn
+from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Deliveries, Protocol, deliver
+from feds.protocols import Deliveries, Protocol, Sink, deliver
 from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
@@ -85,14 +84,13 @@ class AggregateSubs(Protocol):
         a, b = node.fragment, peer
         wants = _Wants(a, b)
         local = rec_group(LOCAL, [rec_group(OBSERVE, [bind(), DISCARD])])
-        turn.publish(a, observe(local, turn.ref(_Wanted(wants, lambda c: c[0]))))
-        others = rec_group(SUB, [bind(), bind(), DISCARD])
+        deliver(turn, a, local, wants, lambda c: c[0])
         outside = (a, b)
-        wanted = _Wanted(wants, lambda c: None if c[0] in outside else c[1])
-        turn.publish(a, observe(others, turn.ref(wanted)))
+        others = rec_group(SUB, [bind(), bind(), DISCARD])
+        deliver(turn, a, others, wants, lambda c: None if c[0] in outside else c[1])
 
 
-class _Wants:
+class _Wants(Sink):
     """Half-link a→b: one inbox and one ``<sub a pat inbox>`` at b per pattern wanted from b.
 
     ``pat`` is wanted from b while a local observer of ``pat`` or a ``<sub s pat _>`` with s
@@ -127,22 +125,5 @@ class _Wants:
             del self.wants[pat]
             turn.stop(facet)
 
-
-class _Wanted(Entity):
-    """Counts each distinct match of one pattern as a want of ``pattern_of(captures)`` (if any)."""
-
-    def __init__(self, wants: _Wants, pattern_of: Callable[[tuple], Value | None]) -> None:
-        self.wants = wants
-        self.pattern_of = pattern_of
-        self.matches: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
-        pat = self.pattern_of(captures)  # type: ignore[arg-type]
-        if pat is not None:
-            self.matches[handle] = pat
-            self.wants.add(turn, pat)
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        pat = self.matches.pop(handle, None)
-        if pat is not None:
-            self.wants.remove(turn, pat)
+    def send(self, turn: Turn, pat: Value) -> None:
+        """A message that looks like a subscription is no subscription: dropped."""
