@@ -195,35 +195,35 @@ def test_a_message_does_not_overtake_an_earlier_assertion(protocol: str, wire: b
     ]
 
 
-async def test_a_message_does_not_overtake_an_earlier_assertion_over_tcp() -> None:
-    """The same over loopback TCP links between nodes and clients, for every protocol."""
+@protocols
+async def test_a_message_does_not_overtake_an_earlier_assertion_over_tcp(protocol: str) -> None:
+    """The same over loopback TCP, between nodes and from clients."""
     chain = topology.load("topology/chain3.toml")
-    for protocol in protocol_names():
-        async with trio.open_nursery() as nursery:
-            overlay = await nursery.start(
-                lambda task_status, p=protocol: run_overlay(
-                    chain, protocol=p, any_port=True, tcp_links=True, task_status=task_status
-                )
+    async with trio.open_nursery() as nursery:
+        overlay = await nursery.start(
+            lambda task_status: run_overlay(
+                chain, protocol=protocol, any_port=True, tcp_links=True, task_status=task_status
             )
-            async with (
-                client.connect(overlay.address("root")) as watcher,
-                client.connect(overlay.address("tail")) as sender,
-                watcher.observe("<a $x>") as events,
-            ):
-                await watcher.sync()
-                for i in range(5):
-                    sender.assert_(record("a", 2 * i))
-                    await trio.sleep(0)
-                    sender.send(record("a", 2 * i + 1))
-                    await trio.sleep(0)
-                await sender.sync()
-                seen = []
-                with trio.fail_after(10):
-                    while len(seen) < 10:
-                        event = await events.next()
-                        seen.append((event.kind, event.captures))
-                assert seen == [("+!"[i % 2], (i,)) for i in range(10)], protocol
-            nursery.cancel_scope.cancel()
+        )
+        async with (
+            client.connect(overlay.address("root")) as watcher,
+            client.connect(overlay.address("tail")) as sender,
+            watcher.observe("<a $x>") as events,
+        ):
+            await watcher.sync()
+            for i in range(5):
+                sender.assert_(record("a", 2 * i))
+                await trio.sleep(0)
+                sender.send(record("a", 2 * i + 1))
+                await trio.sleep(0)
+            await sender.sync()
+            seen = []
+            with trio.fail_after(10):
+                while len(seen) < 10:
+                    event = await events.next()
+                    seen.append((event.kind, event.captures))
+            assert seen == [("+!"[i % 2], (i,)) for i in range(10)]
+        nursery.cancel_scope.cancel()
 
 
 # -- 3: an observer withdrawn and re-established before the overlay is quiet ------------------
