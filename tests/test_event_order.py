@@ -168,7 +168,7 @@ def test_a_message_reaches_an_entity_observing_several_patterns_once(
 
 
 def assert_then_send(world: World) -> None:
-    watcher, sender = world.client(0), world.client(2)
+    watcher, sender = world.client(0), world.client(len(world.targets) - 1)
     watcher.turn(watcher.observe(1, ANY_A, "o"), watcher.observe(2, ANY_B, "o"))
     world.settle()
     sender.turn(sender.publish(1, record("a", 1)))
@@ -181,8 +181,11 @@ def assert_then_send(world: World) -> None:
 
 @protocols
 @wires
-def test_a_message_does_not_overtake_an_earlier_assertion(protocol: str, wire: bool) -> None:
-    expected = check(assert_then_send, protocol, CHAIN3, wire)
+@pytest.mark.parametrize("parents", [[], CHAIN3], ids=["one-node", "chain"])
+def test_a_message_does_not_overtake_an_earlier_assertion(
+    protocol: str, wire: bool, parents: list[int]
+) -> None:
+    expected = check(assert_then_send, protocol, parents, wire)
     assert expected["o"] == [
         ("+", (1,)),
         ("!", (2,)),
