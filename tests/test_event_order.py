@@ -164,6 +164,27 @@ def test_a_message_reaches_an_entity_observing_several_patterns_once(
     assert expected["o"] == [("!", (1,)), ("+", (2,)), ("!", (3,))]
 
 
+def everyone(world: World) -> None:
+    clients = [world.client(i) for i in range(len(world.targets))]
+    for i, c in enumerate(clients):
+        c.turn(c.observe(1, ANY_A, f"o{i}"))
+    world.settle()
+    for i, c in enumerate(clients):
+        c.turn(c.send(record("a", i)), c.publish(2, record("a", 10 + i)))
+        world.settle()
+    for c in clients:
+        c.turn(c.retract(2))
+        world.settle()
+
+
+@protocols
+@wires
+def test_every_observer_hears_every_sender_once(protocol: str, wire: bool) -> None:
+    """Observers and senders at every node of a small tree: the split horizons at work."""
+    expected = check(everyone, protocol, [0, 0, 1, 1], wire)
+    assert [e for e in expected["o0"] if e[0] == "!"] == [("!", (i,)) for i in range(5)]
+
+
 # -- 2: a sender's events arrive in the order it made them ------------------------------------
 
 
