@@ -9,7 +9,7 @@ import sys
 import trio
 
 from feds.client import FedsError
-from feds.patterns import PatternError
+from feds.patterns import PatternError, validate
 from feds.syntax import ParseError, parse, parse_pattern
 from feds.values import Value
 
@@ -44,7 +44,9 @@ def value_arg(text: str) -> Value:
 def pattern_arg(text: str) -> tuple[Value, tuple[str, ...]]:
     """A pattern from the command line, in the text syntax."""
     try:
-        return parse_pattern(text)
+        pattern = parse_pattern(text)
+        validate(pattern[0])  # a node would refuse it: say why here
+        return pattern
     except (ParseError, PatternError) as exc:
         raise UsageError(f"invalid pattern {text!r}: {exc}") from None
 
