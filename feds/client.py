@@ -44,6 +44,7 @@ import trio
 from feds.actor import Entity, Facet, Handle, Ref, Turn
 from feds.dataspace import observe as observe_record
 from feds.driver import Driver
+from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 from feds.patterns import validate
 from feds.reactive import PatternLike
 from feds.relay import ADMIN, CLIENT, Hello, Relay
@@ -118,11 +119,21 @@ class _Answer(Entity):
 
 
 class Observation:
-    """The events of one observer; iterate it (``async for``) or read ``current``."""
+    """The events of one observer; iterate it (``async for``) or read ``current``.
 
-    def __init__(self, receive: trio.MemoryReceiveChannel[Event], watch: _Watch) -> None:
+    If the connection to the node is lost, iterating (and :meth:`next`) raises
+    :class:`FedsError` with the reason once the events received before are consumed.
+    """
+
+    def __init__(
+        self,
+        receive: trio.MemoryReceiveChannel[Event],
+        watch: _Watch,
+        session: Session | None = None,
+    ) -> None:
         self._receive = receive
         self._watch = watch
+        self._session = session
 
     @property
     def current(self) -> list[tuple]:
@@ -130,12 +141,21 @@ class Observation:
         return list(self._watch.current.values())
 
     def __aiter__(self) -> AsyncIterator[Event]:
-        return self._receive.__aiter__()
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            if self._session is not None:
+                self._session.raise_if_lost()
+            raise StopAsyncIteration from None
 
     async def next(self, timeout: float | None = None) -> Event:
-        """The next event; raises :class:`FedsError` after ``timeout`` seconds."""
+        """The next event; raises :class:`FedsError` after ``timeout`` seconds, or when the
+        connection is lost."""
         with trio.move_on_after(math.inf if timeout is None else timeout):
-            return await self._receive.receive()
+            return await self.__anext__()
         raise FedsError(f"no event within {timeout} s")
 
 
@@ -155,10 +175,46 @@ class Session:
         self._handles: dict[int, Handle] = {}
         self._next = 0
         self._pending: list[Callable[[Turn], None]] = []
+        self._lost = trio.Event()  # set when the connection to the node is lost
+        self._wakeups: set[trio.Event] = set()  # what waits for an answer from the node
+        self._channels: set[trio.MemorySendChannel[Event]] = set()  # of open observations
+        self._dropped: list[str] = []  # events the relay could not send, since the last sync
+        self._done = False  # the application closed the session (not a lost connection)
 
     def _check_open(self) -> None:
         if self.relay.closed:
             raise FedsError(f"the connection is closed: {self.relay.close_reason}")
+
+    def _connection_lost(self) -> None:
+        """The relay closed: wake everything that waits for the node, end observations."""
+        self._lost.set()
+        for event in self._wakeups:
+            event.set()
+        for channel in self._channels:
+            channel.close()
+
+    def _event_dropped(self, why: str) -> None:
+        self._dropped.append(why)
+
+    def raise_if_lost(self) -> None:
+        """Raise :class:`FedsError` with the reason if the connection to the node is lost."""
+        if self._lost.is_set() and not self._done:
+            raise FedsError(f"connection to the node lost: {self.relay.close_reason}")
+
+    async def wait_lost(self) -> None:
+        """Wait until the connection to the node is lost, then raise :class:`FedsError`."""
+        await self._lost.wait()
+        self.raise_if_lost()
+
+    async def _answer(self, event: trio.Event, timeout: float | None, what: str) -> None:
+        """Wait for ``event`` (an answer from the node); raise if the connection is lost."""
+        self._wakeups.add(event)
+        try:
+            if not self._lost.is_set():
+                await _wait(event, timeout, what)
+        finally:
+            self._wakeups.discard(event)
+        self.raise_if_lost()
 
     def _act(self, action: Callable[[Turn], None]) -> None:
         self._check_open()
@@ -217,7 +273,10 @@ class Session:
         """Wait until every earlier action of this session has reached every node and back."""
         done = trio.Event()
         self._act(lambda t: t.sync(self._target, lambda t2: done.set()))
-        await _wait(done, timeout, "sync")
+        await self._answer(done, timeout, "sync")
+        if self._dropped:  # reported once, by the sync that follows them
+            dropped, self._dropped = self._dropped, []
+            raise FedsError(f"{len(dropped)} event(s) were not sent: {dropped[0]}")
 
     @asynccontextmanager
     async def observe(self, pattern: PatternLike) -> AsyncIterator[Observation]:
@@ -229,9 +288,11 @@ class Session:
         self._act(
             lambda t: handle.append(t.publish(self._target, observe_record(value, t.ref(watch))))
         )
+        self._channels.add(send)
         try:
-            yield Observation(receive, watch)
+            yield Observation(receive, watch, self)
         finally:
+            self._channels.discard(send)
             send.close()
             if not self.relay.closed:
                 self._act(lambda t: t.retract(handle[0]))
@@ -252,7 +313,7 @@ class Session:
         handle: list[Handle] = []
         self._act(lambda t: handle.append(t.publish(self._target, make(t.ref(answer)))))
         try:
-            await _wait(answer.done, timeout, "the answer")
+            await self._answer(answer.done, timeout, "the answer")
         finally:
             if not self.relay.closed:
                 self._act(lambda t: t.retract(handle[0]))
@@ -280,8 +341,12 @@ async def connect(
     name: str = "client",
     role: str = CLIENT,
     timeout: float | None = DEFAULT_TIMEOUT,
+    limits: NetLimits = DEFAULT_NET_LIMITS,
 ) -> AsyncIterator[Session]:
-    """Connect to the node at ``address`` (``host:port``) as a local application."""
+    """Connect to the node at ``address`` (``host:port``) as a local application.
+
+    ``limits`` give the keep-alive (a hung node is noticed within ``keepalive_timeout``).
+    """
     host, port = parse_address(address)
     driver = Driver()
     ready = trio.Event()
@@ -291,13 +356,26 @@ async def connect(
         target.append(remote)
         ready.set()
 
-    relay = Relay(driver.scheduler, name, role, on_ready=on_ready, on_close=lambda r: ready.set())
+    sessions: list[Session] = []
+
+    def on_close(relay: Relay) -> None:
+        ready.set()
+        for session in sessions:
+            session._connection_lost()
+
+    def on_drop(why: str) -> None:
+        for session in sessions:
+            session._event_dropped(why)
+
+    relay = Relay(
+        driver.scheduler, name, role, on_ready=on_ready, on_close=on_close, on_drop=on_drop
+    )
     facet_box: list[Facet] = []
     driver.scheduler.spawn(lambda t: facet_box.append(t.facet), name=name)
 
     async def link() -> None:
         try:
-            await connect_tcp(host, port, relay)
+            await connect_tcp(host, port, relay, limits=limits)
         except OSError:
             ready.set()
 
@@ -308,9 +386,11 @@ async def connect(
             await _wait(ready, timeout, f"the node at {address}")
             if relay.closed or not target:
                 raise FedsError(relay.close_reason or f"cannot connect to {address}")
+            sessions.append(Session(driver, facet_box[0], target[0], relay))
             try:
-                yield Session(driver, facet_box[0], target[0], relay)
+                yield sessions[0]
             finally:
+                sessions[0]._done = True
                 relay.close("client done")
                 nursery.cancel_scope.cancel()
 

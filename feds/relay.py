@@ -53,8 +53,10 @@ from feds.codec import (
     Limits,
     decode,
     encode,
+    encode_frame,
     record_head,
 )
+from feds.limits import HandleBudget
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -74,9 +76,9 @@ __all__ = [
 
 log = logging.getLogger("feds.relay")
 
-PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
 """The highest wire protocol version this code speaks (sent in our hello)."""
-SUPPORTED_VERSIONS: Final = frozenset({1, 2})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3})
 """Every version this code speaks; a contiguous range ending at :data:`PROTOCOL_VERSION`."""
 VALUE_CACHE_SLOTS: Final = 1024
 """Slots of the value cache of each direction of a connection (from version 2 on)."""
@@ -88,6 +90,10 @@ ASSERT: Final = Symbol("assert")
 RETRACT: Final = Symbol("retract")
 MESSAGE: Final = Symbol("message")
 SYNC: Final = Symbol("sync")
+PING: Final = Symbol("ping")
+PONG: Final = Symbol("pong")
+KEEPALIVE_VERSION: Final = 3
+"""The first protocol version with ``<ping>`` and ``<pong>``."""
 _ASSERT_NAME: Final = ASSERT.name  # events are told apart by name: a str compares fastest
 _RETRACT_NAME: Final = RETRACT.name
 _MESSAGE_NAME: Final = MESSAGE.name
@@ -134,6 +140,8 @@ def _turn_prefix() -> bytes:
 
 
 _TURN_PREFIX: Final = _turn_prefix()
+_PING_FRAME: Final = encode_frame(Record(PING, ()))
+_PONG_FRAME: Final = encode_frame(Record(PONG, ()))
 _ERROR_ENCODER: Final = Encoder()
 
 
@@ -499,11 +507,13 @@ class Relay:
         *,
         limits: Limits = DEFAULT_LIMITS,
         max_handles: int = DEFAULT_MAX_HANDLES,
+        budget: HandleBudget | None = None,
         auth: Mapping[str, Value] | None = None,
         authenticate: Authenticator | None = None,
         on_ready: ReadyCallback | None = None,
         on_close: Callable[[Relay], None] | None = None,
         on_output: Callable[[], None] | None = None,
+        on_drop: Callable[[str], None] | None = None,
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {sorted(ROLES)}, not {role!r}")
@@ -513,6 +523,8 @@ class Relay:
         self.initial = initial
         self.limits = limits
         self.max_handles = max_handles
+        self.budget = budget
+        self.on_drop = on_drop
         self.authenticate = authenticate
         self.on_ready = on_ready
         self.on_close = on_close
@@ -588,6 +600,26 @@ class Relay:
     def has_output(self) -> bool:
         return bool(self._output)
 
+    @property
+    def partial_input(self) -> int:
+        """Bytes received of a frame not yet complete (0 between frames)."""
+        return self._frames.buffered
+
+    @property
+    def ready(self) -> bool:
+        """Whether the far side's handshake is complete (turns may flow both ways)."""
+        return self.remote_initial is not None and not self.closed
+
+    @property
+    def can_ping(self) -> bool:
+        """Whether the far side answers :meth:`ping` (it speaks version 3 or later)."""
+        return self.ready and self.version is not None and self.version >= KEEPALIVE_VERSION
+
+    def ping(self) -> None:
+        """Send ``<ping>``: the far side answers ``<pong>`` at once, proving it is alive."""
+        if self.can_ping:
+            self._write(_PING_FRAME)
+
     def close(self, reason: str = "closed", detail: Value = None) -> None:
         """Close this end: tell the far side why, retract what it asserted here, drop proxies."""
         if not self.closed:
@@ -623,6 +655,9 @@ class Relay:
             self._on_hello(packet)
         elif name == TURN.name:
             self._on_turn(packet, refs)
+        elif name in (PING.name, PONG.name) and self.can_ping and not packet.fields:
+            if name == PING.name:
+                self._write(_PONG_FRAME)
         elif name == HELLO.name:
             raise ProtocolError("duplicate hello")
         else:
@@ -714,6 +749,8 @@ class Relay:
             raise ProtocolError(f"handle {handle} reused while live")
         if len(far_handles) >= self.max_handles:
             raise ProtocolError(f"too many live handles (max {self.max_handles})")
+        if self.budget is not None and not self.budget.take():
+            raise ProtocolError(f"the node holds too many assertions (max {self.budget.limit})")
         far_handles[handle] = oid
         return (ASSERT, oid, value, handle)
 
@@ -723,6 +760,8 @@ class Relay:
         owner = self._far_handles.pop(handle, None)
         if owner is None:
             raise ProtocolError(f"unknown handle {handle} retracted")
+        if self.budget is not None:
+            self.budget.give()
         if owner != oid:
             raise ProtocolError(f"handle {handle} retracted at oid {oid}, asserted at oid {owner}")
         return (RETRACT, oid, None, handle)
@@ -855,6 +894,8 @@ class Relay:
             membrane.release(membrane.lifted)
             name = event[0].data.decode()
             log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
+            if self.on_drop is not None:
+                self.on_drop(f"{name} not sent: {e}")
             return None
         self._events.append(data)
         return membrane.lifted
@@ -924,7 +965,10 @@ class Relay:
         self._events.clear()
         self._transient.clear()
         self._membrane.clear()
+        if self.budget is not None:
+            self.budget.give(len(self._far_handles))
         self._far_handles.clear()
+        self._frames = FrameDecoder()  # drop a partly received frame (up to max_frame_size)
         self._inbound.clear()
         self._outbound.clear()
         self._sync_pins.clear()

@@ -17,6 +17,7 @@ import trio
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn
 from feds.driver import Driver
+from feds.limits import DEFAULT_NET_LIMITS, HandleBudget, NetLimits
 from feds.node import Node
 from feds.relay import ADMIN, CLIENT, PEER, Hello, Relay
 from feds.topology import Topology
@@ -62,17 +63,27 @@ class NodeRuntime:
     Making relays (:meth:`accept_relay`, :meth:`uplink_relay`) needs no trio: a test or the
     simulator can move their bytes itself. The node's TCP links share one
     :class:`~feds.transport.Backpressure`: while one is congested, the node reads none of the
-    others.
+    others. ``limits`` bound its connections (:class:`~feds.limits.NetLimits`); the far sides'
+    assertions held here, over all connections, share one budget.
     """
 
-    def __init__(self, scheduler: Scheduler, name: str, protocol: str) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        name: str,
+        protocol: str,
+        *,
+        limits: NetLimits = DEFAULT_NET_LIMITS,
+    ) -> None:
         self.scheduler = scheduler
+        self.limits = limits
+        self.budget = HandleBudget(limits.max_node_assertions)
         self.node = Node(self.scheduler, name, protocol)
         self.scheduler.run_until_idle()
         self.status_ref = Ref(self.node.facet, StatusService(self))
         self.relays: set[Relay] = set()
         self.listening: list[str] = []
-        self.backpressure = Backpressure()
+        self.backpressure = Backpressure(max_backlog=limits.max_backlog)
 
     @property
     def name(self) -> str:
@@ -110,6 +121,8 @@ class NodeRuntime:
             self.name,
             PEER,
             initial=self._initial_for,
+            max_handles=self.limits.max_handles,
+            budget=self.budget,
             on_close=self.relays.discard,
         )
         self.relays.add(relay)
@@ -134,7 +147,15 @@ class NodeRuntime:
             for facet in uplink:
                 self.scheduler.enqueue(node.actor, node.facet, lambda t, f=facet: t.stop(f))
 
-        relay = Relay(self.scheduler, self.name, PEER, on_ready=ready, on_close=closed)
+        relay = Relay(
+            self.scheduler,
+            self.name,
+            PEER,
+            max_handles=self.limits.max_handles,
+            budget=self.budget,
+            on_ready=ready,
+            on_close=closed,
+        )
         self.relays.add(relay)
         return relay
 
@@ -151,6 +172,7 @@ class NodeRuntime:
                 port,
                 self.accept_relay,
                 backpressure=self.backpressure,
+                limits=self.limits,
                 task_status=task_status,
             )
 
@@ -166,7 +188,9 @@ class NodeRuntime:
         while True:
             relay = self.uplink_relay()
             try:
-                await connect_tcp(host, port, relay, backpressure=self.backpressure)
+                await connect_tcp(
+                    host, port, relay, backpressure=self.backpressure, limits=self.limits
+                )
                 log.warning("node %s: uplink lost (%s); re-dialing", self.name, relay.close_reason)
                 delay = RETRY_MIN
             except OSError as exc:
@@ -215,7 +239,9 @@ async def run_overlay(
     driver = Driver()
     overlay = Overlay(topology, driver)
     for name in topology.order():
-        overlay.runtimes[name] = NodeRuntime(driver.scheduler, name, protocol or topology.protocol)
+        overlay.runtimes[name] = NodeRuntime(
+            driver.scheduler, name, protocol or topology.protocol, limits=topology.limits
+        )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run)
         for name, runtime in overlay.runtimes.items():

@@ -17,13 +17,15 @@ import re
 import tomllib
 from collections import deque
 from collections.abc import Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 from networkx.utils import UnionFind
+
+from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 
 __all__ = [
     "DEFAULT_HOST",
@@ -58,7 +60,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9._:%-]+$")
 _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
-_TOP_KEYS = ("protocol", "description", "defaults", "nodes", "root", "links")
+_TOP_KEYS = ("protocol", "description", "defaults", "nodes", "root", "links", "limits")
 _DEFAULT_KEYS = ("host", "tls")
 _NODE_KEYS = ("listen", "host", "port", "parent", "advertise", "description", "tls")
 _LINK_KEYS = ("a", "b", "cost")
@@ -131,6 +133,7 @@ class Topology:
     root: str
     links: tuple[Link, ...] | None = None
     description: str | None = None
+    limits: NetLimits = DEFAULT_NET_LIMITS
     _children: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _depth: dict[str, int] = field(init=False, repr=False, compare=False)
     _cost: dict[str, float] = field(init=False, repr=False, compare=False)
@@ -596,7 +599,11 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
             if root_value not in nodes:
                 raise TopologyError(f"root {root_value!r} is not a node")
             raise TopologyError(f"root is {root_value!r} but {root!r} is the node without a parent")
-    return Topology(protocol, nodes, root, links, description)
+    try:
+        limits = NetLimits.from_mapping(_expect_table(doc.get("limits", {}), "[limits]"))
+    except ValueError as exc:
+        raise TopologyError(f"[limits]: {exc}") from None
+    return Topology(protocol, nodes, root, links, description, limits)
 
 
 def _links_list(value: object) -> list[Any]:
@@ -731,6 +738,13 @@ def dumps(topology: Topology) -> str:
         lines.append(f"description = {_toml_str(topology.description)}")
     if topology.links is not None:
         lines.append(f"root = {_toml_str(topology.root)}")
+    changed = {
+        f.name.replace("_", "-"): getattr(topology.limits, f.name)
+        for f in fields(NetLimits)
+        if getattr(topology.limits, f.name) != getattr(DEFAULT_NET_LIMITS, f.name)
+    }
+    if changed:
+        lines += ["", "[limits]", *(f"{k} = {_toml_value(v)}" for k, v in changed.items())]
     for name, spec in topology.nodes.items():
         lines += ["", f"[nodes.{name}]", f"listen = {_toml_str(spec.listen)}"]
         if spec.parent is not None and topology.links is None:

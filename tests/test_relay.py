@@ -113,16 +113,17 @@ class Link:
 def test_handshake_reports_the_far_hello_and_initial_object() -> None:
     link = Link()
     hello, _ = link.ready["server"]
-    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", 2)
+    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", PROTOCOL_VERSION)
     assert link.ready["client"][0].role == PEER
-    assert link.server.version == link.client.version == 2
+    assert link.server.version == link.client.version == PROTOCOL_VERSION
     assert isinstance(link.proxy, Ref) and link.proxy != link.target
 
 
 def test_version_negotiation_picks_the_highest_common_version() -> None:
     assert negotiate_version(1) == 1
     assert negotiate_version(2) == 2
-    assert negotiate_version(7) == 2
+    assert negotiate_version(3) == 3
+    assert negotiate_version(7) == 3
     assert negotiate_version(0) is None
 
 

@@ -120,7 +120,8 @@ def _assert(args: argparse.Namespace) -> int:
             await ds.sync(args.timeout)
             hold = f"for {args.seconds:g} s" if args.seconds is not None else "until Ctrl-C"
             print(f"asserted {len(values)} value(s); holding {hold}", file=sys.stderr, flush=True)
-            await trio.sleep(math.inf if args.seconds is None else args.seconds)
+            with trio.move_on_after(math.inf if args.seconds is None else args.seconds):
+                await ds.wait_lost()  # the assertions are gone with the node: say so, exit 1
         return EXIT_OK
 
     return _run(args, main)

@@ -93,7 +93,12 @@ def _node(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         driver = Driver()
-        runtime = NodeRuntime(driver.scheduler, spec.name, args.protocol or topology.protocol)
+        runtime = NodeRuntime(
+            driver.scheduler,
+            spec.name,
+            args.protocol or topology.protocol,
+            limits=topology.limits,
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run)
             port = await nursery.start(runtime.serve, spec.host, spec.port)
