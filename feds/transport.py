@@ -191,8 +191,8 @@ async def pump(
 
     The pump takes over ``relay.on_output``. Cancelling it closes the relay too. Links pumped
     with the same ``backpressure`` (those of one node) pause each other's reading while one is
-    congested (:class:`Backpressure`). With ``limits`` (None: none), the link also proves it is alive and
-    closes itself when a timeout of :class:`~feds.limits.NetLimits` expires
+    congested (:class:`Backpressure`). With ``limits`` (None: none), the link also proves it
+    is alive and closes itself when a timeout of :class:`~feds.limits.NetLimits` expires
     (:meth:`_Link.watchdog`). Once the relay has closed, its last bytes get
     :data:`CLOSE_TIMEOUT` seconds to leave, then the stream is closed whatever the far side does.
     """
