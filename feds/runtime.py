@@ -40,6 +40,10 @@ RETRY_MIN, RETRY_MAX = 0.2, 5.0
 """Seconds between uplink attempts: doubling from the first to the second."""
 
 
+class NodeFailed(Exception):
+    """The node as a whole stopped working (its actor ended): the process should exit."""
+
+
 class StatusService(Entity):
     """Answers an assertion ``<status reply>`` by sending ``<status {figures}>`` to ``reply``.
 
@@ -84,6 +88,22 @@ class NodeRuntime:
         self.relays: set[Relay] = set()
         self.listening: list[str] = []
         self.backpressure = Backpressure(max_backlog=limits.max_backlog)
+        self.failure: str | None = None
+        """Why the node stopped working, once it has (see :meth:`watch`)."""
+        self._failed = trio.Event()
+        self.node.actor.exit_hooks.append(self._node_exited)
+
+    def _node_exited(self, actor: object) -> None:
+        reason = self.node.actor.exit_reason
+        self.failure = "stopped" if reason is None else f"{type(reason).__name__}: {reason}"
+        log.error("node %s failed: %s", self.name, self.failure)
+        self._failed.set()
+
+    async def watch(self) -> None:
+        """Return never while the node works; raise :class:`NodeFailed` once it stops (so that
+        ``feds node`` exits non-zero and a process supervisor restarts it)."""
+        await self._failed.wait()
+        raise NodeFailed(f"node {self.name} failed: {self.failure}")
 
     @property
     def name(self) -> str:

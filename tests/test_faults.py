@@ -10,7 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
+from feds.actor import Turn
+from feds.cli.common import run_trio
+from feds.driver import Driver
+from feds.runtime import NodeFailed, NodeRuntime
 from tests.test_cli import FEDS, feds, free_ports, wait_for_line
 
 
@@ -130,3 +135,28 @@ def test_a_killed_middle_node_restarted_heals_the_overlay(nodes: Nodes) -> None:
     finally:
         holder.kill()
         holder.wait(10)
+
+
+async def test_a_node_that_fails_as_a_whole_raises_so_its_process_exits_non_zero(
+    nursery: trio.Nursery,
+) -> None:
+    driver = Driver()
+    nursery.start_soon(driver.run)
+    runtime = NodeRuntime(driver.scheduler, "n", "copy-up")
+    node = runtime.node
+
+    def crash(turn: Turn) -> None:
+        raise RuntimeError("broken invariant")
+
+    driver.scheduler.enqueue(node.actor, node.facet, crash)
+    with trio.fail_after(5), pytest.raises(NodeFailed, match="n failed: RuntimeError: broken"):
+        await runtime.watch()
+
+
+def test_feds_node_exits_1_with_the_reason_when_its_node_fails() -> None:
+    """``run_trio`` turns a NodeFailed into a message and exit code 1."""
+
+    async def main() -> None:
+        raise NodeFailed("node n failed: RuntimeError: broken")
+
+    assert run_trio(main) == 1

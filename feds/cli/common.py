@@ -10,6 +10,7 @@ import trio
 
 from feds.client import FedsError
 from feds.patterns import PatternError, validate
+from feds.runtime import NodeFailed
 from feds.syntax import ParseError, parse, parse_pattern
 from feds.values import Value
 
@@ -51,11 +52,18 @@ def pattern_arg(text: str) -> tuple[Value, tuple[str, ...]]:
         raise UsageError(f"invalid pattern {text!r}: {exc}") from None
 
 
-def _only(exc: BaseException, kind: type[BaseException]) -> bool:
+def _only(exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
     """True if ``exc`` is a ``kind``, or a (nested) exception group of nothing else."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_only(e, kind) for e in exc.exceptions)
     return isinstance(exc, kind)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception that is not a group, inside ``exc``."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def run_trio(main) -> int:
@@ -66,8 +74,8 @@ def run_trio(main) -> int:
         if _only(exc, KeyboardInterrupt):
             print("stopped", file=sys.stderr)
             return EXIT_OK
-        if _only(exc, OSError):
-            print(f"feds: {exc}", file=sys.stderr)
+        if _only(exc, (OSError, NodeFailed)):
+            print(f"feds: {_leaf(exc)}", file=sys.stderr)
             return EXIT_FAILED
         raise
     return EXIT_OK if result is None else result

@@ -101,6 +101,7 @@ def _node(args: argparse.Namespace) -> int:
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run)
+            nursery.start_soon(runtime.watch)
             port = await nursery.start(runtime.serve, spec.host, spec.port)
             _say(f"node {spec.name} listening on {spec.host}:{port}")
             if spec.parent is not None:
