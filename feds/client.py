@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import trio
 
 from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.auth import Secrets
 from feds.dataspace import observe as observe_record
 from feds.driver import Driver
 from feds.limits import DEFAULT_NET_LIMITS, NetLimits
@@ -342,10 +343,13 @@ async def connect(
     role: str = CLIENT,
     timeout: float | None = DEFAULT_TIMEOUT,
     limits: NetLimits = DEFAULT_NET_LIMITS,
+    secrets: Secrets | None = None,
 ) -> AsyncIterator[Session]:
     """Connect to the node at ``address`` (``host:port``) as a local application.
 
     ``limits`` give the keep-alive (a hung node is noticed within ``keepalive_timeout``).
+    ``secrets`` (:class:`feds.auth.Secrets`, holding the secret of ``role``) authenticate the
+    connection to a node that requires it.
     """
     host, port = parse_address(address)
     driver = Driver()
@@ -368,7 +372,13 @@ async def connect(
             session._event_dropped(why)
 
     relay = Relay(
-        driver.scheduler, name, role, on_ready=on_ready, on_close=on_close, on_drop=on_drop
+        driver.scheduler,
+        name,
+        role,
+        secrets=secrets,
+        on_ready=on_ready,
+        on_close=on_close,
+        on_drop=on_drop,
     )
     facet_box: list[Facet] = []
     driver.scheduler.spawn(lambda t: facet_box.append(t.facet), name=name)
@@ -406,7 +416,11 @@ def _single_errors() -> Iterator[None]:
         raise
 
 
-async def status(address: str, timeout: float | None = DEFAULT_TIMEOUT) -> Value:
+async def status(
+    address: str, timeout: float | None = DEFAULT_TIMEOUT, secrets: Secrets | None = None
+) -> Value:
     """The ``<status {…}>`` figures of the node at ``address``."""
-    async with connect(address, name="feds status", role=ADMIN, timeout=timeout) as session:
+    async with connect(
+        address, name="feds status", role=ADMIN, timeout=timeout, secrets=secrets
+    ) as session:
         return await session.request(lambda reply: Record(STATUS, (reply,)), timeout)

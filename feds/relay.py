@@ -44,6 +44,7 @@ from typing import Final
 import msgpack
 
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.auth import NONCE_SIZE, Secrets, new_nonce, proof, proofs_match
 from feds.codec import (
     DEFAULT_LIMITS,
     NEED_DATA,
@@ -90,6 +91,7 @@ ASSERT: Final = Symbol("assert")
 RETRACT: Final = Symbol("retract")
 MESSAGE: Final = Symbol("message")
 SYNC: Final = Symbol("sync")
+AUTH: Final = Symbol("auth")
 PING: Final = Symbol("ping")
 PONG: Final = Symbol("pong")
 KEEPALIVE_VERSION: Final = 3
@@ -202,6 +204,7 @@ class RelayStats:
     events_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    late_events_in: int = 0  # events for an oid freed here, dropped (a benign race)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -508,6 +511,8 @@ class Relay:
         limits: Limits = DEFAULT_LIMITS,
         max_handles: int = DEFAULT_MAX_HANDLES,
         budget: HandleBudget | None = None,
+        secrets: Secrets | None = None,
+        listener: bool = False,
         auth: Mapping[str, Value] | None = None,
         authenticate: Authenticator | None = None,
         on_ready: ReadyCallback | None = None,
@@ -524,6 +529,10 @@ class Relay:
         self.limits = limits
         self.max_handles = max_handles
         self.budget = budget
+        self.secrets = secrets
+        self.listener = listener
+        self._nonce = None if secrets is None else new_nonce()
+        self._expected_proof: bytes | None = None
         self.on_drop = on_drop
         self.authenticate = authenticate
         self.on_ready = on_ready
@@ -531,7 +540,10 @@ class Relay:
         self.on_output = on_output
         self.actor = Actor(scheduler, f"relay {name}")
         self.actor.exit_hooks.append(self._actor_exited)
-        self.hello = Hello(PROTOCOL_VERSION, role, name, from_python(dict(auth or {})))
+        credentials = dict(auth or {})
+        if self._nonce is not None:
+            credentials["nonce"] = self._nonce
+        self.hello = Hello(PROTOCOL_VERSION, role, name, from_python(credentials))
         self.remote_hello: Hello | None = None
         self.remote_initial: Ref | None = None
         self.version: int | None = None
@@ -653,6 +665,10 @@ class Relay:
             if name != HELLO.name:
                 raise ProtocolError(f"packet before hello: {_label_text(label)}")
             self._on_hello(packet)
+        elif name == AUTH.name:
+            self._on_auth(packet)
+        elif self._expected_proof is not None:
+            raise ProtocolError(f"packet before authentication: {_label_text(label)}")
         elif name == TURN.name:
             self._on_turn(packet, refs)
         elif name in (PING.name, PONG.name) and self.can_ping and not packet.fields:
@@ -676,6 +692,48 @@ class Relay:
             raise ProtocolError(
                 f"unsupported version {hello.version}", tuple(sorted(SUPPORTED_VERSIONS))
             )
+        self.remote_hello = hello
+        self.version = version
+        if self.secrets is None:
+            self._accept(hello)
+        else:  # prove we know the secret; accept the far side once it has proved it too
+            self._expected_proof = self._send_proof(hello)
+
+    def _send_proof(self, hello: Hello) -> bytes:
+        """Send our ``<auth proof>``; return the proof the far side must send."""
+        assert self.secrets is not None and self._nonce is not None
+        theirs = hello.auth.get("nonce")
+        if theirs.__class__ is not bytes or len(theirs) != NONCE_SIZE:
+            raise ProtocolError(
+                "authentication failed: no nonce in the hello (this side requires the "
+                "deployment's secret)"
+            )
+        role = hello.role if self.listener else self.role  # the dialer's claim
+        name = hello.name if self.listener else self.name
+        key = self.secrets.keys.get(role)
+        if key is None:
+            raise ProtocolError(f"authentication failed: no secret for the role {role!r} here")
+        dialer, listener = (theirs, self._nonce) if self.listener else (self._nonce, theirs)
+        mine, other = ("listener", "dialer") if self.listener else ("dialer", "listener")
+        self._write(encode_frame(Record(AUTH, (proof(key, mine, role, name, dialer, listener),))))
+        return proof(key, other, role, name, dialer, listener)
+
+    def _on_auth(self, packet: Record) -> None:
+        expected, self._expected_proof = self._expected_proof, None
+        if expected is None:
+            raise ProtocolError("unexpected auth packet")
+        if len(packet.fields) != 1 or not proofs_match(expected, packet.fields[0]):
+            hello = self.remote_hello
+            assert hello is not None
+            role = hello.role if self.listener else self.role
+            raise ProtocolError(f"authentication failed: wrong secret for the role {role!r}")
+        assert self.remote_hello is not None
+        self._accept(self.remote_hello)
+
+    def _accept(self, hello: Hello) -> None:
+        """The far side's hello (and proof) are good: set the connection up."""
+        version = self.version
+        assert version is not None
         if self.authenticate is not None:
             refusal = self.authenticate(hello)
             if refusal is not None:
@@ -684,8 +742,6 @@ class Relay:
             chosen = self.initial(hello)
             if chosen is not None:
                 self._membrane.export(chosen, oid=0, pinned=True)
-        self.remote_hello = hello
-        self.version = version
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
             self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
@@ -702,7 +758,10 @@ class Relay:
             raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
         for wire in refs:
             if wire.kind == YOURS and not self._membrane.known_export(wire.oid):
-                raise ProtocolError(f"unknown oid {wire.oid} in an embedded reference")
+                raise ProtocolError(
+                    f"unknown oid {wire.oid} in an embedded reference: a reference the "
+                    "receiver never gave (transient, or forged)"
+                )
         ops = [self._check_event(item) for item in packet.fields[0]]
         self.stats.events_in += len(ops)
         if ops:
@@ -790,12 +849,18 @@ class Relay:
         self, turn: Turn, target: Ref | None, value: Value, handle: int, has_refs: bool
     ) -> None:
         if target is None:  # the oid was freed here: a late event, dropped
+            self._late()
             self._inbound[handle] = _DROPPED
             return
         entries: list[_Entry] = []
         if has_refs:
             value = self._membrane.lower_value(value, entries)
         self._inbound[handle] = (turn.publish(target, value), entries)
+
+    def _late(self) -> None:
+        """Count an event for an oid freed here: the far side sent it before it learnt that."""
+        self.stats.late_events_in += 1
+        log.debug("%r: dropped a late event for a freed oid", self)
 
     def _apply_retract(self, turn: Turn, handle: int) -> None:
         held = self._inbound.pop(handle, _DROPPED)
@@ -809,6 +874,7 @@ class Relay:
         self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
     ) -> None:
         if target is None:
+            self._late()
             return
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)

@@ -10,12 +10,15 @@ its links in memory and each node listening on TCP.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import trio
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.auth import Secrets
 from feds.driver import Driver
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget, NetLimits
 from feds.node import Node
@@ -38,6 +41,20 @@ LINK_POLL = 0.005
 """Seconds between checks that every uplink of a starting overlay is up."""
 RETRY_MIN, RETRY_MAX = 0.2, 5.0
 """Seconds between uplink attempts: doubling from the first to the second."""
+
+
+class InsecureListen(ValueError):
+    """A node without authentication asked to listen where other machines can reach it."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (a wildcard host is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class NodeFailed(Exception):
@@ -78,9 +95,15 @@ class NodeRuntime:
         protocol: str,
         *,
         limits: NetLimits = DEFAULT_NET_LIMITS,
+        secrets: Secrets | None = None,
+        known_nodes: Collection[str] = (),
+        allow_unauthenticated: bool = False,
     ) -> None:
         self.scheduler = scheduler
         self.limits = limits
+        self.secrets = secrets
+        self.known_nodes = frozenset(known_nodes)
+        self.allow_unauthenticated = allow_unauthenticated
         self.budget = HandleBudget(limits.max_node_assertions)
         self.node = Node(self.scheduler, name, protocol)
         self.scheduler.run_until_idle()
@@ -104,6 +127,23 @@ class NodeRuntime:
         ``feds node`` exits non-zero and a process supervisor restarts it)."""
         await self._failed.wait()
         raise NodeFailed(f"node {self.name} failed: {self.failure}")
+
+    @classmethod
+    def from_topology(
+        cls, scheduler: Scheduler, topology: Topology, name: str, protocol: str | None = None
+    ) -> NodeRuntime:
+        """The node ``name`` of ``topology``, with its limits and security settings (reads the
+        secret file: raises :class:`~feds.auth.AuthError` if it cannot be used)."""
+        secret_file = topology.secret_file
+        return cls(
+            scheduler,
+            name,
+            protocol or topology.protocol,
+            limits=topology.limits,
+            secrets=None if secret_file is None else Secrets.load(secret_file),
+            known_nodes=topology.nodes,
+            allow_unauthenticated=topology.allow_unauthenticated,
+        )
 
     @property
     def name(self) -> str:
@@ -134,6 +174,12 @@ class NodeRuntime:
         node = self.node
         return {PEER: node.service, CLIENT: node.access, ADMIN: self.status_ref}.get(hello.role)
 
+    def _authorize(self, hello: Hello) -> str | None:
+        """Why an authenticated far side may not have the connection it asked for, or None."""
+        if hello.role == PEER and self.known_nodes and hello.name not in self.known_nodes:
+            return f"unknown node name {hello.name!r}"
+        return None
+
     def accept_relay(self) -> Relay:
         """A relay for a connection someone made to this node."""
         relay = Relay(
@@ -141,6 +187,9 @@ class NodeRuntime:
             self.name,
             PEER,
             initial=self._initial_for,
+            secrets=self.secrets,
+            listener=True,
+            authenticate=None if self.secrets is None else self._authorize,
             max_handles=self.limits.max_handles,
             budget=self.budget,
             on_close=self.relays.discard,
@@ -173,6 +222,7 @@ class NodeRuntime:
             PEER,
             max_handles=self.limits.max_handles,
             budget=self.budget,
+            secrets=self.secrets,
             on_ready=ready,
             on_close=closed,
         )
@@ -184,7 +234,18 @@ class NodeRuntime:
     async def serve(
         self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Listen for peers, clients and admin tools; ``task_status`` gets the bound port."""
+        """Listen for peers, clients and admin tools; ``task_status`` gets the bound port.
+
+        Raises :class:`InsecureListen` for an address other machines can reach when the node
+        has no secrets, unless it was built with ``allow_unauthenticated``.
+        """
+        if self.secrets is None and not self.allow_unauthenticated and not is_loopback(host):
+            raise InsecureListen(
+                f"node {self.name}: refusing to listen on {host} without authentication: "
+                "anyone who can reach it could join as a node or read every assertion. Give "
+                "the topology a [security] secret-file, or set allow-unauthenticated = true "
+                "if the network itself is trusted"
+            )
 
         async def announce(*, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
             await serve_tcp(
@@ -259,8 +320,8 @@ async def run_overlay(
     driver = Driver()
     overlay = Overlay(topology, driver)
     for name in topology.order():
-        overlay.runtimes[name] = NodeRuntime(
-            driver.scheduler, name, protocol or topology.protocol, limits=topology.limits
+        overlay.runtimes[name] = NodeRuntime.from_topology(
+            driver.scheduler, topology, name, protocol
         )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run)

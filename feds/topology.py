@@ -17,7 +17,7 @@ import re
 import tomllib
 from collections import deque
 from collections.abc import Hashable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,12 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9._:%-]+$")
 _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
-_TOP_KEYS = ("protocol", "description", "defaults", "nodes", "root", "links", "limits")
+_TOP_KEYS = ("protocol", "description", "defaults", "nodes", "root", "links", "limits", "security")
+_SECURITY_KEYS = ("secret-file", "allow-unauthenticated")
+_NO_TLS = (
+    "TLS is not implemented yet: remove the tls key (connections are plaintext; use a "
+    "[security] secret-file to authenticate them, and a VPN or SSH tunnel to encrypt them)"
+)
 _DEFAULT_KEYS = ("host", "tls")
 _NODE_KEYS = ("listen", "host", "port", "parent", "advertise", "description", "tls")
 _LINK_KEYS = ("a", "b", "cost")
@@ -87,8 +92,9 @@ class NodeSpec:
     """One node: its name, the address it listens on, and its parent in the tree.
 
     ``advertise`` is the address others use to reach the node when it differs from the listen
-    address (e.g. listening on ``0.0.0.0``); ``tls`` is reserved for a later TLS layer and kept
-    as given; ``description`` is free text.
+    address (e.g. listening on ``0.0.0.0``); ``tls`` is reserved for a later TLS layer (a
+    topology with one is refused until it is implemented, never ignored); ``description`` is
+    free text.
     """
 
     name: str
@@ -134,6 +140,10 @@ class Topology:
     links: tuple[Link, ...] | None = None
     description: str | None = None
     limits: NetLimits = DEFAULT_NET_LIMITS
+    secret_file: str | None = None
+    """The deployment's secret file (``feds.auth``): every connection must authenticate."""
+    allow_unauthenticated: bool = False
+    """Let nodes without a secret file listen on addresses other machines can reach."""
     _children: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _depth: dict[str, int] = field(init=False, repr=False, compare=False)
     _cost: dict[str, float] = field(init=False, repr=False, compare=False)
@@ -280,6 +290,8 @@ def _validate(topo: Topology) -> None:
     for key, spec in topo.nodes.items():
         if key != spec.name:
             raise TopologyError(f"node {key!r} is stored under a NodeSpec named {spec.name!r}")
+        if spec.tls is not None:
+            raise TopologyError(f"node {key!r}: {_NO_TLS}")
         if not isinstance(key, str) or not _NAME_RE.match(key):
             raise TopologyError(
                 f"node name {key!r} is not allowed (use letters, digits, '_' and '-')"
@@ -514,7 +526,13 @@ def _check_port(port: int, where: str, allow_ephemeral: bool) -> None:
 def load(path: str | PathLike[str], *, allow_ephemeral: bool = False) -> Topology:
     """Read a topology file.  ``OSError`` if unreadable, :class:`TopologyError` if invalid."""
     p = Path(path)
-    return loads(p.read_text(encoding="utf-8"), source=str(path), allow_ephemeral=allow_ephemeral)
+    topology = loads(
+        p.read_text(encoding="utf-8"), source=str(path), allow_ephemeral=allow_ephemeral
+    )
+    if topology.secret_file is not None and not Path(topology.secret_file).is_absolute():
+        # A relative secret file is found next to the topology file, wherever one runs from.
+        return replace(topology, secret_file=str(p.parent / topology.secret_file))
+    return topology
 
 
 def loads(text: str, source: str = "<string>", *, allow_ephemeral: bool = False) -> Topology:
@@ -564,7 +582,7 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
     if "host" in defaults:
         _check_host(defaults["host"], "[defaults]")
     if "tls" in defaults:
-        _expect_table(defaults["tls"], "[defaults] tls")
+        raise TopologyError(f"[defaults]: {_NO_TLS}")
     if "nodes" not in doc:
         raise TopologyError("no nodes: add a [nodes.NAME] table for each node")
     raw_nodes = _expect_table(doc["nodes"], "'nodes'")
@@ -603,7 +621,17 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
         limits = NetLimits.from_mapping(_expect_table(doc.get("limits", {}), "[limits]"))
     except ValueError as exc:
         raise TopologyError(f"[limits]: {exc}") from None
-    return Topology(protocol, nodes, root, links, description, limits)
+    security = _expect_table(doc.get("security", {}), "[security]")
+    for key in security:
+        if key not in _SECURITY_KEYS:
+            raise _unknown_key(key, _SECURITY_KEYS, "[security]")
+    secret_file = security.get("secret-file")
+    if secret_file is not None:
+        _expect_str(secret_file, "[security] secret-file")
+    allow = security.get("allow-unauthenticated", False)
+    if not isinstance(allow, bool):
+        raise TopologyError("[security] allow-unauthenticated must be true or false")
+    return Topology(protocol, nodes, root, links, description, limits, secret_file, allow)
 
 
 def _links_list(value: object) -> list[Any]:
@@ -654,10 +682,9 @@ def _parse_node(
     description = raw.get("description")
     if description is not None:
         _expect_str(description, f"{where}: description")
-    tls = raw.get("tls", defaults.get("tls"))
-    if tls is not None:
-        tls = dict(_expect_table(tls, f"{where}: tls"))
-    return NodeSpec(name, host, port, parent, advertise, description, tls)
+    if "tls" in raw:
+        raise TopologyError(f"{where}: {_NO_TLS}")
+    return NodeSpec(name, host, port, parent, advertise, description)
 
 
 def _parse_link(index: int, raw: object) -> Link:
@@ -745,6 +772,12 @@ def dumps(topology: Topology) -> str:
     }
     if changed:
         lines += ["", "[limits]", *(f"{k} = {_toml_value(v)}" for k, v in changed.items())]
+    if topology.secret_file is not None or topology.allow_unauthenticated:
+        lines += ["", "[security]"]
+        if topology.secret_file is not None:
+            lines.append(f"secret-file = {_toml_str(topology.secret_file)}")
+        if topology.allow_unauthenticated:
+            lines.append("allow-unauthenticated = true")
     for name, spec in topology.nodes.items():
         lines += ["", f"[nodes.{name}]", f"listen = {_toml_str(spec.listen)}"]
         if spec.parent is not None and topology.links is None:
@@ -753,8 +786,6 @@ def dumps(topology: Topology) -> str:
             lines.append(f"advertise = {_toml_str(format_address(*spec.advertise))}")
         if spec.description is not None:
             lines.append(f"description = {_toml_str(spec.description)}")
-        if spec.tls is not None:
-            lines.append(f"tls = {_toml_value(spec.tls)}")
     for link in topology.links or ():
         lines += ["", "[[links]]", f"a = {_toml_str(link.a)}", f"b = {_toml_str(link.b)}"]
         lines.append(f"cost = {_toml_value(float(link.cost))}")

@@ -14,6 +14,7 @@ import sys
 import trio
 
 from feds import client
+from feds.auth import AuthError, Secrets
 from feds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -101,8 +102,32 @@ def _common(p: argparse.ArgumentParser, func, timeout: bool = True) -> None:
     if timeout:
         p.add_argument("--timeout", type=float, default=client.DEFAULT_TIMEOUT, help=TIMEOUT_HELP)
     p.add_argument("--name", default="feds-cli", help="client name shown in the node's status")
+    p.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="the deployment's secret file (TOML, 'client = \"...\"' or for status "
+        "'admin = \"...\"'): needed when the node requires authentication",
+    )
     add_verbosity(p)
     p.set_defaults(func=lambda a: run_guarded(func, a))
+
+
+def _secrets(args: argparse.Namespace) -> Secrets | None:
+    if args.secret_file is None:
+        return None
+    try:
+        return Secrets.load(args.secret_file)
+    except AuthError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _connecting(args: argparse.Namespace, timeout: float | None = None) -> dict:
+    """The keyword arguments of ``client.connect`` that the common options give."""
+    return {
+        "name": args.name,
+        "timeout": args.timeout if timeout is None else timeout,
+        "secrets": _secrets(args),
+    }
 
 
 def _run(args: argparse.Namespace, main) -> int:
@@ -114,7 +139,7 @@ def _assert(args: argparse.Namespace) -> int:
     values = [value_arg(v) for v in args.values]
 
     async def main() -> int:
-        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+        async with client.connect(args.address, **_connecting(args)) as ds:
             for v in values:
                 ds.assert_(v)
             await ds.sync(args.timeout)
@@ -131,7 +156,7 @@ def _send(args: argparse.Namespace) -> int:
     value = value_arg(args.value)
 
     async def main() -> int:
-        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+        async with client.connect(args.address, **_connecting(args)) as ds:
             ds.send(value)
             await ds.sync(args.timeout)
         return EXIT_OK
@@ -161,7 +186,7 @@ def _watch(args: argparse.Namespace) -> int:
         connect_timeout = client.DEFAULT_TIMEOUT if args.timeout is None else args.timeout
         with trio.move_on_after(math.inf if args.timeout is None else args.timeout):
             async with (
-                client.connect(args.address, name=args.name, timeout=connect_timeout) as ds,
+                client.connect(args.address, **_connecting(args, connect_timeout)) as ds,
                 ds.observe(pattern[0]) as events,
             ):
                 async for event in events:
@@ -185,7 +210,7 @@ def _query(args: argparse.Namespace) -> int:
     pattern = pattern_arg(args.pattern)
 
     async def main() -> int:
-        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+        async with client.connect(args.address, **_connecting(args)) as ds:
             matches = await ds.query(pattern[0], args.timeout)
         for captures in matches:
             print(_line(client.Event("+", captures, pattern[1]), args.json, False), flush=True)
@@ -196,7 +221,7 @@ def _query(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     async def main() -> int:
-        answer = await client.status(args.address, args.timeout)
+        answer = await client.status(args.address, args.timeout, _secrets(args))
         data = figures(answer)
         if args.json:
             print(json.dumps(data, indent=2, default=str))

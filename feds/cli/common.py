@@ -10,7 +10,7 @@ import trio
 
 from feds.client import FedsError
 from feds.patterns import PatternError, validate
-from feds.runtime import NodeFailed
+from feds.runtime import InsecureListen, NodeFailed
 from feds.syntax import ParseError, parse, parse_pattern
 from feds.values import Value
 
@@ -74,7 +74,7 @@ def run_trio(main) -> int:
         if _only(exc, KeyboardInterrupt):
             print("stopped", file=sys.stderr)
             return EXIT_OK
-        if _only(exc, (OSError, NodeFailed)):
+        if _only(exc, (OSError, NodeFailed, InsecureListen)):
             print(f"feds: {_leaf(exc)}", file=sys.stderr)
             return EXIT_FAILED
         raise
