@@ -49,7 +49,7 @@ from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 from feds.patterns import validate
 from feds.reactive import PatternLike
 from feds.relay import ADMIN, CLIENT, Hello, Relay
-from feds.runtime import STATUS
+from feds.runtime import RETRY_MAX, RETRY_MIN, STATUS
 from feds.syntax import parse_pattern
 from feds.transport import LOW_WATER, backlog, connect_tcp, wait_backlog
 from feds.values import Record, Value, check_value
@@ -181,18 +181,41 @@ class Session:
         self._channels: set[trio.MemorySendChannel[Event]] = set()  # of open observations
         self._dropped: list[str] = []  # events the relay could not send, since the last sync
         self._done = False  # the application closed the session (not a lost connection)
+        # With reconnect: what to assert again at the next connection, by key / by watch.
+        self._held: dict[int, Value] | None = None
+        self._observing: dict[_Watch, tuple[Value, list[Handle]]] | None = None
 
     def _check_open(self) -> None:
-        if self.relay.closed:
+        if self.relay.closed and self._held is None:  # (a reconnecting session keeps going)
             raise FedsError(f"the connection is closed: {self.relay.close_reason}")
 
     def _connection_lost(self) -> None:
-        """The relay closed: wake everything that waits for the node, end observations."""
+        """The relay closed: wake everything that waits for the node, end observations (unless
+        the session reconnects)."""
         self._lost.set()
         for event in self._wakeups:
             event.set()
-        for channel in self._channels:
-            channel.close()
+        if self._observing is None:
+            for channel in self._channels:
+                channel.close()
+
+    def _reattach(self, relay: Relay, target: Ref) -> None:
+        """Connected again: assert what the session holds and observe again, in one turn."""
+        assert self._held is not None and self._observing is not None
+        held, observing = self._held, self._observing
+        self.relay = relay
+        self._lost = trio.Event()
+
+        def replay(t: Turn) -> None:
+            self._target = target
+            for key, value in held.items():
+                t.retract(self._handles.pop(key, -1))  # (at the old, closed connection)
+                self._handles[key] = t.publish(target, value)
+            for watch, (pattern, handle) in observing.items():
+                t.retract(handle.pop())
+                handle.append(t.publish(target, observe_record(pattern, t.ref(watch))))
+
+        self._driver.act(self._facet, replay)
 
     def _event_dropped(self, why: str) -> None:
         self._dropped.append(why)
@@ -233,11 +256,15 @@ class Session:
         check_value(value)
         self._next += 1
         key = self._next
+        if self._held is not None:
+            self._held[key] = value
         self._act(lambda t: self._handles.__setitem__(key, t.publish(self._target, value)))
         return key
 
     def retract(self, key: int) -> None:
         """Withdraw the assertion made under ``key`` (unknown keys are ignored)."""
+        if self._held is not None:
+            self._held.pop(key, None)
         self._act(lambda t: t.retract(self._handles.pop(key, -1)))
 
     def send(self, value: Value) -> None:
@@ -290,13 +317,17 @@ class Session:
             lambda t: handle.append(t.publish(self._target, observe_record(value, t.ref(watch))))
         )
         self._channels.add(send)
+        if self._observing is not None:
+            self._observing[watch] = (value, handle)
         try:
             yield Observation(receive, watch, self)
         finally:
+            if self._observing is not None:
+                self._observing.pop(watch, None)
             self._channels.discard(send)
             send.close()
             if not self.relay.closed:
-                self._act(lambda t: t.retract(handle[0]))
+                self._act(lambda t: t.retract(handle[-1]))
 
     async def query(
         self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT
@@ -344,23 +375,34 @@ async def connect(
     timeout: float | None = DEFAULT_TIMEOUT,
     limits: NetLimits = DEFAULT_NET_LIMITS,
     secrets: Secrets | None = None,
+    reconnect: bool = False,
 ) -> AsyncIterator[Session]:
     """Connect to the node at ``address`` (``host:port``) as a local application.
 
     ``limits`` give the keep-alive (a hung node is noticed within ``keepalive_timeout``).
     ``secrets`` (:class:`feds.auth.Secrets`, holding the secret of ``role``) authenticate the
     connection to a node that requires it.
+
+    If the connection is lost, the session's waits and observations raise :class:`FedsError`;
+    with ``reconnect`` it re-dials instead (with backoff, forever) and, once connected again,
+    re-asserts everything the session holds and re-observes every open observation. Across the
+    gap an observer sees ``-`` for each match when the connection goes (what the node asserted
+    here is retracted) and ``+`` for each match once it is back; messages sent during the gap
+    are lost (the overlay never retains them), and a ``sync`` waiting when it goes raises.
     """
     host, port = parse_address(address)
     driver = Driver()
     ready = trio.Event()
     target: list[Ref] = []
+    sessions: list[Session] = []
+    relays: list[Relay] = []  # the current connection's relay (a new one per re-dial)
 
     def on_ready(turn: Turn, hello: Hello, remote: Ref) -> None:
-        target.append(remote)
-        ready.set()
-
-    sessions: list[Session] = []
+        if sessions:
+            sessions[0]._reattach(relays[-1], remote)
+        else:
+            target.append(remote)
+            ready.set()
 
     def on_close(relay: Relay) -> None:
         ready.set()
@@ -371,23 +413,37 @@ async def connect(
         for session in sessions:
             session._event_dropped(why)
 
-    relay = Relay(
-        driver.scheduler,
-        name,
-        role,
-        secrets=secrets,
-        on_ready=on_ready,
-        on_close=on_close,
-        on_drop=on_drop,
-    )
+    def new_relay() -> Relay:
+        relays[:] = [
+            Relay(
+                driver.scheduler,
+                name,
+                role,
+                secrets=secrets,
+                on_ready=on_ready,
+                on_close=on_close,
+                on_drop=on_drop,
+            )
+        ]
+        return relays[0]
+
+    relay = new_relay()
     facet_box: list[Facet] = []
     driver.scheduler.spawn(lambda t: facet_box.append(t.facet), name=name)
 
     async def link() -> None:
-        try:
-            await connect_tcp(host, port, relay, limits=limits)
-        except OSError:
-            ready.set()
+        delay = RETRY_MIN
+        while True:
+            try:
+                await connect_tcp(host, port, relays[-1], limits=limits)
+                delay = RETRY_MIN
+            except OSError:
+                ready.set()
+            if not (reconnect and sessions) or sessions[0]._done:
+                return
+            await trio.sleep(delay)
+            delay = min(2 * delay, RETRY_MAX)
+            new_relay()
 
     with _single_errors():
         async with trio.open_nursery() as nursery:
@@ -396,12 +452,16 @@ async def connect(
             await _wait(ready, timeout, f"the node at {address}")
             if relay.closed or not target:
                 raise FedsError(relay.close_reason or f"cannot connect to {address}")
-            sessions.append(Session(driver, facet_box[0], target[0], relay))
+            session = Session(driver, facet_box[0], target[0], relay)
+            if reconnect:
+                session._held = {}
+                session._observing = {}
+            sessions.append(session)
             try:
-                yield sessions[0]
+                yield session
             finally:
-                sessions[0]._done = True
-                relay.close("client done")
+                session._done = True
+                relays[-1].close("client done")
                 nursery.cancel_scope.cancel()
 
 

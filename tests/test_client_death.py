@@ -13,6 +13,8 @@ from feds.runtime import NodeRuntime
 from feds.values import record
 from tests.threaded import served_in_thread
 
+WHO = ("who",)
+
 
 class Served:
     """A node on 127.0.0.1 that a test can take away (its sockets close, as on kill -9)."""
@@ -23,6 +25,9 @@ class Served:
         self.token: trio.lowlevel.TrioToken | None = None
 
     async def start(self, nursery: trio.Nursery) -> Served:
+        return await self.start_on(nursery, 0)
+
+    async def start_on(self, nursery: trio.Nursery, port: int) -> Served:
         driver = Driver()
         runtime = NodeRuntime(driver.scheduler, "n", "copy-up")
 
@@ -30,7 +35,7 @@ class Served:
             with self.scope:
                 async with trio.open_nursery() as inner:
                     inner.start_soon(driver.run)
-                    task_status.started(await inner.start(runtime.serve, "127.0.0.1", 0))
+                    task_status.started(await inner.start(runtime.serve, "127.0.0.1", port))
 
         self.port = await nursery.start(run)
         self.token = trio.lowlevel.current_trio_token()
@@ -96,3 +101,25 @@ def test_the_blocking_client_raises_when_the_node_goes() -> None:
         with pytest.raises(client.FedsError, match="lost"):
             next(events)
         ds.close()
+
+
+async def test_a_reconnecting_client_reasserts_and_reobserves_after_a_restart(
+    nursery: trio.Nursery,
+) -> None:
+    node = await Served().start(nursery)
+    address = node.address
+    async with client.connect(address, reconnect=True) as ds:
+        ds.assert_(record("present", "me"))
+        async with ds.observe("<present $who>") as events:
+            assert await events.next(5) == client.Event("+", ("me",), WHO)
+            node.scope.cancel()
+            assert await events.next(10) == client.Event("-", ("me",), WHO)  # the gap begins
+            with pytest.raises(client.FedsError, match="lost"):
+                await ds.sync()
+            ds.assert_(record("present", "later"))  # made during the gap: held for later
+            await Served().start_on(nursery, node.port)
+            seen = {await events.next(20), await events.next(20)}
+            assert seen == {client.Event("+", ("me",), WHO), client.Event("+", ("later",), WHO)}
+        await ds.sync()
+    async with client.connect(address) as other:
+        assert await other.query("<present $who>") == []  # all retracted when it left

@@ -160,3 +160,22 @@ def test_feds_node_exits_1_with_the_reason_when_its_node_fails() -> None:
         raise NodeFailed("node n failed: RuntimeError: broken")
 
     assert run_trio(main) == 1
+
+
+def test_watch_with_reconnect_sees_the_gap_and_the_state_again(nodes: Nodes) -> None:
+    tail, mid = nodes.address["tail"], nodes.address["mid"]
+    holder = subprocess.Popen([*FEDS, "assert", mid, "<temp 21>"], stderr=subprocess.PIPE)
+    watcher = watch(tail, "<temp $v>", "--reconnect")
+    try:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().strip() == "+ [21]"
+        nodes.procs["tail"].kill()
+        nodes.procs["tail"].wait(10)
+        assert watcher.stdout.readline().strip() == "- [21]"
+        nodes.start("tail")
+        assert watcher.stdout.readline().strip() == "+ [21]"
+        assert watcher.poll() is None
+    finally:
+        for proc in (holder, watcher):
+            proc.kill()
+            proc.wait(10)

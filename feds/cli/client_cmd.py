@@ -29,6 +29,10 @@ from feds.cli.common import (
 from feds.runtime import figures
 from feds.syntax import format_value, to_json
 
+RECONNECT_HELP = (
+    "if the connection to the node is lost, re-dial (forever, with backoff) and assert and "
+    "observe again, instead of exiting 1"
+)
 TIMEOUT_HELP = "give up after this many seconds without an answer (default %(default)s)"
 
 
@@ -43,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
     p.add_argument("values", metavar="VALUE", nargs="+", help="values in the text syntax")
     p.add_argument("--for", dest="seconds", type=float, help="hold for this many seconds")
+    p.add_argument("--reconnect", action="store_true", help=RECONNECT_HELP)
     _common(p, _assert)
 
     p = sub.add_parser(
@@ -70,6 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("pattern", metavar="PATTERN", help="a pattern in the text syntax")
     p.add_argument("--json", action="store_true", help="print JSON lines instead")
     p.add_argument("--count", type=int, help="exit (0) after this many events")
+    p.add_argument(
+        "--reconnect",
+        action="store_true",
+        help=RECONNECT_HELP + " (across the gap: '-' for each match when it goes, '+' for each "
+        "match once back; messages sent meanwhile are missed)",
+    )
     p.add_argument(
         "--timeout", type=float, help="stop after this many seconds (exit 1 if --count not met)"
     )
@@ -127,6 +138,7 @@ def _connecting(args: argparse.Namespace, timeout: float | None = None) -> dict:
         "name": args.name,
         "timeout": args.timeout if timeout is None else timeout,
         "secrets": _secrets(args),
+        "reconnect": getattr(args, "reconnect", False),
     }
 
 
@@ -146,6 +158,8 @@ def _assert(args: argparse.Namespace) -> int:
             hold = f"for {args.seconds:g} s" if args.seconds is not None else "until Ctrl-C"
             print(f"asserted {len(values)} value(s); holding {hold}", file=sys.stderr, flush=True)
             with trio.move_on_after(math.inf if args.seconds is None else args.seconds):
+                if args.reconnect:
+                    await trio.sleep_forever()
                 await ds.wait_lost()  # the assertions are gone with the node: say so, exit 1
         return EXIT_OK
 
