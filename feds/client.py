@@ -35,6 +35,7 @@ cannot tell slow reading from none.
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
@@ -376,12 +377,14 @@ async def connect(
     limits: NetLimits = DEFAULT_NET_LIMITS,
     secrets: Secrets | None = None,
     reconnect: bool = False,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Session]:
     """Connect to the node at ``address`` (``host:port``) as a local application.
 
     ``limits`` give the keep-alive (a hung node is noticed within ``keepalive_timeout``).
     ``secrets`` (:class:`feds.auth.Secrets`, holding the secret of ``role``) authenticate the
-    connection to a node that requires it.
+    connection to a node that requires it. ``tls`` (:func:`feds.tls.client_context`) makes the
+    connection TLS, checking the node's certificate.
 
     If the connection is lost, the session's waits and observations raise :class:`FedsError`;
     with ``reconnect`` it re-dials instead (with backoff, forever) and, once connected again,
@@ -435,7 +438,7 @@ async def connect(
         delay = RETRY_MIN
         while True:
             try:
-                await connect_tcp(host, port, relays[-1], limits=limits)
+                await connect_tcp(host, port, relays[-1], limits=limits, ssl_context=tls)
                 delay = RETRY_MIN
             except OSError:
                 ready.set()
@@ -477,10 +480,13 @@ def _single_errors() -> Iterator[None]:
 
 
 async def status(
-    address: str, timeout: float | None = DEFAULT_TIMEOUT, secrets: Secrets | None = None
+    address: str,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    secrets: Secrets | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Value:
     """The ``<status {…}>`` figures of the node at ``address``."""
     async with connect(
-        address, name="feds status", role=ADMIN, timeout=timeout, secrets=secrets
+        address, name="feds status", role=ADMIN, timeout=timeout, secrets=secrets, tls=tls
     ) as session:
         return await session.request(lambda reply: Record(STATUS, (reply,)), timeout)

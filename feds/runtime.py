@@ -23,6 +23,7 @@ from feds.driver import Driver
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget, NetLimits
 from feds.node import Node
 from feds.relay import ADMIN, CLIENT, PEER, Hello, Relay
+from feds.tls import TlsSettings
 from feds.topology import Topology
 from feds.transport import (
     Backpressure,
@@ -98,12 +99,14 @@ class NodeRuntime:
         secrets: Secrets | None = None,
         known_nodes: Collection[str] = (),
         allow_unauthenticated: bool = False,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.limits = limits
         self.secrets = secrets
         self.known_nodes = frozenset(known_nodes)
         self.allow_unauthenticated = allow_unauthenticated
+        self.tls = tls
         self.budget = HandleBudget(limits.max_node_assertions)
         self.node = Node(self.scheduler, name, protocol)
         self.scheduler.run_until_idle()
@@ -143,6 +146,7 @@ class NodeRuntime:
             secrets=None if secret_file is None else Secrets.load(secret_file),
             known_nodes=topology.nodes,
             allow_unauthenticated=topology.allow_unauthenticated,
+            tls=topology.tls,
         )
 
     @property
@@ -239,12 +243,13 @@ class NodeRuntime:
         Raises :class:`InsecureListen` for an address other machines can reach when the node
         has no secrets, unless it was built with ``allow_unauthenticated``.
         """
-        if self.secrets is None and not self.allow_unauthenticated and not is_loopback(host):
+        authenticated = self.secrets is not None or (self.tls is not None and self.tls.mutual)
+        if not authenticated and not self.allow_unauthenticated and not is_loopback(host):
             raise InsecureListen(
                 f"node {self.name}: refusing to listen on {host} without authentication: "
                 "anyone who can reach it could join as a node or read every assertion. Give "
-                "the topology a [security] secret-file, or set allow-unauthenticated = true "
-                "if the network itself is trusted"
+                "the topology a [security] secret-file (or mutual [tls]), or set "
+                "allow-unauthenticated = true if the network itself is trusted"
             )
 
         async def announce(*, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
@@ -254,6 +259,7 @@ class NodeRuntime:
                 self.accept_relay,
                 backpressure=self.backpressure,
                 limits=self.limits,
+                ssl_context=None if self.tls is None else self.tls.server_context(self.name),
                 task_status=task_status,
             )
 
@@ -270,7 +276,12 @@ class NodeRuntime:
             relay = self.uplink_relay()
             try:
                 await connect_tcp(
-                    host, port, relay, backpressure=self.backpressure, limits=self.limits
+                    host,
+                    port,
+                    relay,
+                    backpressure=self.backpressure,
+                    limits=self.limits,
+                    ssl_context=None if self.tls is None else self.tls.uplink_context(self.name),
                 )
                 log.warning("node %s: uplink lost (%s); re-dialing", self.name, relay.close_reason)
                 delay = RETRY_MIN

@@ -26,6 +26,7 @@ import networkx as nx
 from networkx.utils import UnionFind
 
 from feds.limits import DEFAULT_NET_LIMITS, NetLimits
+from feds.tls import TlsSettings
 
 __all__ = [
     "DEFAULT_HOST",
@@ -60,11 +61,22 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9._:%-]+$")
 _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
-_TOP_KEYS = ("protocol", "description", "defaults", "nodes", "root", "links", "limits", "security")
+_TOP_KEYS = (
+    "protocol",
+    "description",
+    "defaults",
+    "nodes",
+    "root",
+    "links",
+    "limits",
+    "security",
+    "tls",
+)
+_TLS_KEYS = ("ca", "cert", "key", "mutual")
 _SECURITY_KEYS = ("secret-file", "allow-unauthenticated")
 _NO_TLS = (
-    "TLS is not implemented yet: remove the tls key (connections are plaintext; use a "
-    "[security] secret-file to authenticate them, and a VPN or SSH tunnel to encrypt them)"
+    "per-node tls settings are not supported: use the top-level [tls] table, with {name} in "
+    "the cert and key paths for each node's own"
 )
 _DEFAULT_KEYS = ("host", "tls")
 _NODE_KEYS = ("listen", "host", "port", "parent", "advertise", "description", "tls")
@@ -144,6 +156,8 @@ class Topology:
     """The deployment's secret file (``feds.auth``): every connection must authenticate."""
     allow_unauthenticated: bool = False
     """Let nodes without a secret file listen on addresses other machines can reach."""
+    tls: TlsSettings | None = None
+    """Certificates for TLS on every connection (``feds.tls``), or None for plaintext."""
     _children: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _depth: dict[str, int] = field(init=False, repr=False, compare=False)
     _cost: dict[str, float] = field(init=False, repr=False, compare=False)
@@ -529,9 +543,13 @@ def load(path: str | PathLike[str], *, allow_ephemeral: bool = False) -> Topolog
     topology = loads(
         p.read_text(encoding="utf-8"), source=str(path), allow_ephemeral=allow_ephemeral
     )
-    if topology.secret_file is not None and not Path(topology.secret_file).is_absolute():
-        # A relative secret file is found next to the topology file, wherever one runs from.
-        return replace(topology, secret_file=str(p.parent / topology.secret_file))
+    # Relative paths (secret file, certificates) are found next to the topology file.
+    if topology.secret_file is not None:
+        topology = replace(topology, secret_file=str(p.parent / topology.secret_file))
+    if topology.tls is not None:
+        tls = topology.tls
+        ca, cert, key = (str(p.parent / f) for f in (tls.ca, tls.cert, tls.key))
+        topology = replace(topology, tls=TlsSettings(ca, cert, key, tls.mutual))
     return topology
 
 
@@ -631,7 +649,21 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
     allow = security.get("allow-unauthenticated", False)
     if not isinstance(allow, bool):
         raise TopologyError("[security] allow-unauthenticated must be true or false")
-    return Topology(protocol, nodes, root, links, description, limits, secret_file, allow)
+    tls = None
+    if "tls" in doc:
+        raw_tls = _expect_table(doc["tls"], "[tls]")
+        for key in raw_tls:
+            if key not in _TLS_KEYS:
+                raise _unknown_key(key, _TLS_KEYS, "[tls]")
+        missing = [k for k in ("ca", "cert", "key") if k not in raw_tls]
+        if missing:
+            raise TopologyError(f"[tls] needs {', '.join(missing)}")
+        mutual = raw_tls.get("mutual", False)
+        if not isinstance(mutual, bool):
+            raise TopologyError("[tls] mutual must be true or false")
+        paths = [_expect_str(raw_tls[k], f"[tls] {k}") for k in ("ca", "cert", "key")]
+        tls = TlsSettings(*paths, mutual=mutual)
+    return Topology(protocol, nodes, root, links, description, limits, secret_file, allow, tls)
 
 
 def _links_list(value: object) -> list[Any]:
@@ -778,6 +810,10 @@ def dumps(topology: Topology) -> str:
             lines.append(f"secret-file = {_toml_str(topology.secret_file)}")
         if topology.allow_unauthenticated:
             lines.append("allow-unauthenticated = true")
+    if topology.tls is not None:
+        tls = topology.tls
+        lines += ["", "[tls]", *(f"{k} = {_toml_str(getattr(tls, k))}" for k in _TLS_KEYS[:3])]
+        lines.append(f"mutual = {_toml_value(tls.mutual)}")
     for name, spec in topology.nodes.items():
         lines += ["", f"[nodes.{name}]", f"listen = {_toml_str(spec.listen)}"]
         if spec.parent is not None and topology.links is None:

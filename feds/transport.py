@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import ssl
 import weakref
 from collections.abc import Callable
 from typing import Any, Final
@@ -440,6 +441,13 @@ class _Link:
 _links: weakref.WeakKeyDictionary[Relay, _Link] = weakref.WeakKeyDictionary()
 
 
+def _cause(exc: BaseException) -> str:
+    """The innermost reason of a stream error (trio wraps the ``ssl.SSLError``)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return str(exc) or type(exc).__name__
+
+
 def _socket_fd(stream: trio.abc.Stream) -> int | None:
     """The file descriptor to write to directly, for a socket stream on a POSIX system.
 
@@ -463,6 +471,7 @@ async def serve_tcp(
     *,
     backpressure: Backpressure | None = None,
     limits: NetLimits = DEFAULT_NET_LIMITS,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host``:``port`` and run a fresh relay over every accepted connection.
@@ -470,17 +479,28 @@ async def serve_tcp(
     ``task_status.started`` receives the listeners (see :func:`listener_port`). One failing
     connection never stops the server. ``backpressure`` is shared by every connection (see
     :func:`pump`). A connection beyond ``limits.max_connections`` is told why and closed.
+    With ``ssl_context`` every connection is TLS (a failed TLS handshake is logged and closed).
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     for listener in listeners:
         log.info("listening on %s", listener.socket.getsockname()[:2])
     active: set[Relay] = set()  # the connections being served (closed ones as they end)
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def handle(socket_stream: trio.SocketStream) -> None:
         try:
-            peer = stream.socket.getpeername()
+            peer = socket_stream.socket.getpeername()
         except OSError:
             peer = "?"
+        stream: trio.abc.Stream = socket_stream
+        if ssl_context is not None:
+            stream = trio.SSLStream(socket_stream, ssl_context, server_side=True)
+            try:
+                with trio.fail_after(limits.handshake_timeout):
+                    await stream.do_handshake()
+            except (trio.TooSlowError, *_STREAM_ERRORS) as exc:
+                log.warning("TLS handshake with %s failed: %s", peer, _cause(exc))
+                await trio.aclose_forcefully(stream)
+                return
         try:
             relay = make_relay()
         except Exception:
@@ -512,17 +532,29 @@ async def connect_tcp(
     *,
     backpressure: Backpressure | None = None,
     limits: NetLimits | None = DEFAULT_NET_LIMITS,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> None:
     """Dial ``host``:``port`` and run ``relay`` over the connection until it ends (``pump``).
 
-    If the connection cannot be made, the relay is closed with the reason and the ``OSError``
+    If the connection cannot be made (nor, with ``ssl_context``, the TLS handshake, which checks
+    the node's certificate for ``host``), the relay is closed with the reason and an ``OSError``
     propagates (so the caller may retry with a new relay).
     """
     try:
-        stream = await trio.open_tcp_stream(host, port)
+        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
     except OSError as e:
         relay.close(f"cannot connect to {host}:{port}: {e}")
         raise
+    if ssl_context is not None:
+        stream = trio.SSLStream(stream, ssl_context, server_hostname=host)
+        try:
+            with trio.fail_after(CLOSE_TIMEOUT if limits is None else limits.handshake_timeout):
+                await stream.do_handshake()
+        except (trio.TooSlowError, *_STREAM_ERRORS) as e:
+            await trio.aclose_forcefully(stream)
+            reason = f"TLS handshake with {host}:{port} failed: {_cause(e)}"
+            relay.close(reason)
+            raise OSError(reason) from e
     log.info("connected to %s:%d", host, port)
     await pump(stream, relay, backpressure=backpressure, limits=limits)
     log.info("connection to %s:%d ended: %s", host, port, relay.close_reason)

@@ -180,8 +180,8 @@ def test_defaults_host_and_description() -> None:
         '[nodes.r]\nport = 7400\ntls = {cert = "c.pem"}\n',
     ],
 )
-def test_tls_is_refused_until_it_is_implemented(text: str) -> None:
-    with pytest.raises(topo.TopologyError, match="TLS is not implemented yet"):
+def test_per_node_tls_is_refused_not_ignored(text: str) -> None:
+    with pytest.raises(topo.TopologyError, match="per-node tls settings are not supported"):
         topo.loads(text)
 
 

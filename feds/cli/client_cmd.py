@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import ssl
 import sys
 
 import trio
@@ -28,6 +29,7 @@ from feds.cli.common import (
 )
 from feds.runtime import figures
 from feds.syntax import format_value, to_json
+from feds.tls import client_context
 
 RECONNECT_HELP = (
     "if the connection to the node is lost, re-dial (forever, with backoff) and assert and "
@@ -119,6 +121,9 @@ def _common(p: argparse.ArgumentParser, func, timeout: bool = True) -> None:
         help="the deployment's secret file (TOML, 'client = \"...\"' or for status "
         "'admin = \"...\"'): needed when the node requires authentication",
     )
+    p.add_argument("--tls-ca", metavar="PATH", help="connect with TLS, trusting this CA")
+    p.add_argument("--tls-cert", metavar="PATH", help="client certificate (mutual TLS)")
+    p.add_argument("--tls-key", metavar="PATH", help="its private key")
     add_verbosity(p)
     p.set_defaults(func=lambda a: run_guarded(func, a))
 
@@ -132,6 +137,17 @@ def _secrets(args: argparse.Namespace) -> Secrets | None:
         raise UsageError(str(exc)) from None
 
 
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if args.tls_ca is None:
+        if args.tls_cert or args.tls_key:
+            raise UsageError("--tls-cert and --tls-key need --tls-ca")
+        return None
+    try:
+        return client_context(args.tls_ca, args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot use the TLS files: {exc}") from None
+
+
 def _connecting(args: argparse.Namespace, timeout: float | None = None) -> dict:
     """The keyword arguments of ``client.connect`` that the common options give."""
     return {
@@ -139,6 +155,7 @@ def _connecting(args: argparse.Namespace, timeout: float | None = None) -> dict:
         "timeout": args.timeout if timeout is None else timeout,
         "secrets": _secrets(args),
         "reconnect": getattr(args, "reconnect", False),
+        "tls": _tls(args),
     }
 
 
@@ -235,7 +252,7 @@ def _query(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     async def main() -> int:
-        answer = await client.status(args.address, args.timeout, _secrets(args))
+        answer = await client.status(args.address, args.timeout, _secrets(args), _tls(args))
         data = figures(answer)
         if args.json:
             print(json.dumps(data, indent=2, default=str))
