@@ -90,11 +90,12 @@ def test_watch_sees_assertions_and_messages_from_another_process(chain: list[str
         text=True,
     )
     time.sleep(1.5)  # let the watcher's subscription reach the root
-    held = subprocess.Popen([*FEDS, "assert", root, '<temp "kitchen" 21.5>', "--for", "4"])
+    held = subprocess.Popen([*FEDS, "assert", root, '<temp "kitchen" 21.5>'])
     deadline = time.monotonic() + 20
     while (query := feds("query", mid, "<temp $room _>")).stdout.strip() != '["kitchen"]':
         assert query.returncode == 0 and time.monotonic() < deadline
     assert feds("send", root, '<temp "porch" 8>').returncode == 0
+    held.send_signal(signal.SIGINT)  # retracts, after the message has reached every node
     assert held.wait(TIMEOUT) == 0
     out, err = watch.communicate(timeout=TIMEOUT)
     assert watch.returncode == 0, err

@@ -719,7 +719,7 @@ def sample(label: str, fields: list[str]) -> Record:
 
 def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
     packets, events = doc_forms("Packets"), doc_forms("Events")
-    assert set(packets) == {"hello", "turn", "error"}
+    assert set(packets) == {"hello", "turn", "error", "auth", "ping", "pong"}  # auth: test_auth
     assert set(events) == {"assert", "retract", "message", "sync"}
     hello = sample("hello", packets["hello"])
     first = sample("assert", events["assert"])
@@ -734,6 +734,9 @@ def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
         relay.receive(frames(turn((0, sample(label, events[label])))))
     sched.run_until_idle()
     assert not relay.closed, relay.close_reason
+    relay.data_to_send()
+    relay.receive(frames(sample("ping", packets["ping"]), sample("pong", packets["pong"])))
+    assert relay.data_to_send() == frames(sample("pong", packets["pong"]))  # one answer
     relay.receive(frames(sample("error", packets["error"])))
     assert relay.close_reason == "peer error: why"
 
