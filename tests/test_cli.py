@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,18 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.soak import free_ports
+
 FEDS = [sys.executable, "-m", "feds.cli"]
 TIMEOUT = 60
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def feds(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:

@@ -12,58 +12,25 @@ from pathlib import Path
 import pytest
 import trio
 
+from benchmarks.soak import Overlay
 from feds.actor import Turn
 from feds.cli.common import run_trio
 from feds.driver import Driver
 from feds.runtime import NodeFailed, NodeRuntime
-from tests.test_cli import FEDS, feds, free_ports, wait_for_line
-
-
-class Nodes:
-    """`feds node` processes of one topology file, by name."""
-
-    def __init__(self, topology: Path, names: list[str], ports: list[int]) -> None:
-        self.topology = topology
-        self.address = {n: f"127.0.0.1:{p}" for n, p in zip(names, ports, strict=True)}
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str) -> None:
-        proc = subprocess.Popen(
-            [*FEDS, "node", str(self.topology), "--name", name],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.procs[name] = proc
-        wait_for_line(proc, "listening on")
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
-            proc.wait(10)
+from tests.test_cli import FEDS, feds
 
 
 @pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[Nodes]:
-    names = ["root", "mid", "tail"]
-    ports = free_ports(3)
-    topology = tmp_path / "chain.toml"
-    topology.write_text(
-        'protocol = "observer-flood"\n'
-        "[limits]\nkeepalive-interval = 0.2\nkeepalive-timeout = 1.0\n"
-        f'[nodes.root]\nlisten = "127.0.0.1:{ports[0]}"\n'
-        f'[nodes.mid]\nlisten = "127.0.0.1:{ports[1]}"\nparent = "root"\n'
-        f'[nodes.tail]\nlisten = "127.0.0.1:{ports[2]}"\nparent = "mid"\n'
-    )
-    chain = Nodes(topology, names, ports)
+def nodes(tmp_path: Path) -> Iterator[Overlay]:
+    """A chain root <- mid <- tail of `feds node` processes, keep-alive timeout 1 s."""
+    parents = {"root": None, "mid": "root", "tail": "mid"}
+    chain = Overlay(tmp_path, parents, "observer-flood", keepalive=(0.2, 1.0))
     try:
-        for name in names:
+        for name in parents:
             chain.start(name)
         yield chain
     finally:
-        chain.stop_all()
+        chain.stop()
 
 
 def watch(address: str, pattern: str, *extra: str) -> subprocess.Popen:
@@ -88,7 +55,7 @@ def converge(address: str, pattern: str, expected: list[str], timeout: float = 2
     raise AssertionError(f"query at {address} shows {seen}, expected {expected}")
 
 
-def test_clients_of_a_killed_node_exit_1_with_the_reason(nodes: Nodes) -> None:
+def test_clients_of_a_killed_node_exit_1_with_the_reason(nodes: Overlay) -> None:
     tail = nodes.address["tail"]
     watcher = watch(tail, "<temp $v>")
     holder = subprocess.Popen(
@@ -104,7 +71,7 @@ def test_clients_of_a_killed_node_exit_1_with_the_reason(nodes: Nodes) -> None:
 
 
 def test_a_stopped_middle_node_is_cut_by_its_neighbours_and_heals_on_sigcont(
-    nodes: Nodes,
+    nodes: Overlay,
 ) -> None:
     root, tail = nodes.address["root"], nodes.address["tail"]
     holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
@@ -122,7 +89,7 @@ def test_a_stopped_middle_node_is_cut_by_its_neighbours_and_heals_on_sigcont(
         holder.wait(10)
 
 
-def test_a_killed_middle_node_restarted_heals_the_overlay(nodes: Nodes) -> None:
+def test_a_killed_middle_node_restarted_heals_the_overlay(nodes: Overlay) -> None:
     root, tail = nodes.address["root"], nodes.address["tail"]
     holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
     try:
@@ -162,7 +129,7 @@ def test_feds_node_exits_1_with_the_reason_when_its_node_fails() -> None:
     assert run_trio(main) == 1
 
 
-def test_watch_with_reconnect_sees_the_gap_and_the_state_again(nodes: Nodes) -> None:
+def test_watch_with_reconnect_sees_the_gap_and_the_state_again(nodes: Overlay) -> None:
     tail, mid = nodes.address["tail"], nodes.address["mid"]
     holder = subprocess.Popen([*FEDS, "assert", mid, "<temp 21>"], stderr=subprocess.PIPE)
     watcher = watch(tail, "<temp $v>", "--reconnect")

@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feds.blocking import BlockingClient
-from feds.codec import encode_frame
 from feds.dataspace import OBSERVE
 from feds.driver import Driver
 from feds.relay import ASSERT, CLIENT, MESSAGE, PEER, PROTOCOL_VERSION, RETRACT, TURN, WireRef
 from feds.runtime import NodeRuntime
 from feds.values import FrozenDict, Record, Symbol, record
+from tests.raw_frames import raw_frame
 from tests.strategies import patterns, values
 from tests.threaded import served_in_thread
 
@@ -29,22 +29,8 @@ FUZZ = settings(
 )
 
 
-class _Raw:
-    """Codec hooks writing a WireRef as the [kind oid] pair it stands for."""
-
-    def encode_embedded(self, obj: WireRef) -> tuple[int, int]:
-        return (obj.kind, obj.oid)
-
-    def decode_embedded(self, v: object) -> object:
-        raise AssertionError
-
-
-def frame(v: object) -> bytes:
-    return encode_frame(v, embedded=_Raw())
-
-
 def hello(role: str = CLIENT, version: int = PROTOCOL_VERSION) -> bytes:
-    return frame(Record(Symbol("hello"), (version, Symbol(role), "fuzz", FrozenDict())))
+    return raw_frame(Record(Symbol("hello"), (version, Symbol(role), "fuzz", FrozenDict())))
 
 
 wire_refs = st.builds(WireRef, st.integers(0, 1), st.integers(0, 5))
@@ -63,7 +49,7 @@ events = st.one_of(
 
 
 def turn(items: list) -> bytes:
-    return frame(Record(TURN, (tuple(items),)))
+    return raw_frame(Record(TURN, (tuple(items),)))
 
 
 @st.composite

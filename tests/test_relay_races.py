@@ -12,6 +12,7 @@ from feds.driver import Driver
 from feds.relay import CLIENT, PROTOCOL_VERSION, TURN, YOURS, Hello, Relay, WireRef
 from feds.runtime import NodeRuntime
 from feds.values import FrozenDict, Record, record
+from tests.raw_frames import raw_frame
 
 
 async def test_observer_churn_under_a_message_flood_never_closes_the_link(
@@ -55,17 +56,7 @@ def test_a_reference_the_receiver_never_gave_is_refused_with_a_specific_reason()
     forged = Record(TURN, (((0, record("message", WireRef(YOURS, 99))),),))
     hello = Hello(PROTOCOL_VERSION, CLIENT, "c", FrozenDict())
     relay.receive(encode_frame(hello.to_value()))
-    relay.receive(encode_frame(forged, embedded=_Raw()))
+    relay.receive(raw_frame(forged))
     assert relay.closed
     assert relay.close_reason.startswith("unknown oid 99 in an embedded reference")
     assert "never gave" in relay.close_reason
-
-
-class _Raw:
-    """Codec hooks that write a WireRef as the [kind oid] pair it stands for."""
-
-    def encode_embedded(self, obj: WireRef) -> tuple[int, int]:
-        return (obj.kind, obj.oid)
-
-    def decode_embedded(self, v: object) -> object:
-        raise AssertionError
