@@ -22,9 +22,9 @@ from tests.test_cli import FEDS, feds
 
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[Overlay]:
-    """A chain root <- mid <- tail of `feds node` processes, keep-alive timeout 1 s."""
+    """A chain root <- mid <- tail of `feds node` processes, keep-alive timeout 2 s."""
     parents = {"root": None, "mid": "root", "tail": "mid"}
-    chain = Overlay(tmp_path, parents, "observer-flood", keepalive=(0.2, 1.0))
+    chain = Overlay(tmp_path, parents, "observer-flood", keepalive=(0.3, 2.0))
     try:
         for name in parents:
             chain.start(name)
@@ -146,3 +146,32 @@ def test_watch_with_reconnect_sees_the_gap_and_the_state_again(nodes: Overlay) -
         for proc in (holder, watcher):
             proc.kill()
             proc.wait(10)
+
+
+def test_a_killed_root_restarted_heals_the_overlay(nodes: Overlay) -> None:
+    root, tail = nodes.address["root"], nodes.address["tail"]
+    holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
+    try:
+        converge(root, "<temp $v>", ["[21]"])
+        nodes.procs["root"].kill()
+        nodes.procs["root"].wait(10)
+        converge(tail, "<temp $v>", ["[21]"])  # the rest of the tree goes on
+        nodes.start("root")
+        converge(root, "<temp $v>", ["[21]"])  # mid re-dialled the new root and resynced
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+@pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_killed_or_stopped_client_loses_its_assertions(nodes: Overlay, fault: int) -> None:
+    root, tail = nodes.address["root"], nodes.address["tail"]
+    holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
+    try:
+        converge(root, "<temp $v>", ["[21]"])
+        holder.send_signal(fault)
+        converge(root, "<temp $v>", [])  # closed socket, or the keep-alive of its node
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.wait(10)
