@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,18 @@ def nodes(tmp_path: Path) -> Iterator[Overlay]:
         yield chain
     finally:
         chain.stop()
+
+
+@contextmanager
+def holding(address: str, value: str) -> Iterator[subprocess.Popen]:
+    """``feds assert ADDRESS VALUE`` running for the duration of the block."""
+    holder = subprocess.Popen([*FEDS, "assert", address, value], stderr=subprocess.PIPE)
+    try:
+        yield holder
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.wait(10)
 
 
 def watch(address: str, pattern: str, *extra: str) -> subprocess.Popen:
@@ -58,24 +71,21 @@ def converge(address: str, pattern: str, expected: list[str], timeout: float = 2
 def test_clients_of_a_killed_node_exit_1_with_the_reason(nodes: Overlay) -> None:
     tail = nodes.address["tail"]
     watcher = watch(tail, "<temp $v>")
-    holder = subprocess.Popen(
-        [*FEDS, "assert", tail, "<temp 21>"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert watcher.stdout is not None
-    assert watcher.stdout.readline().strip() == "+ [21]"
-    nodes.procs["tail"].kill()
-    for proc in (watcher, holder):
-        assert proc.wait(20) == 1
-        assert proc.stderr is not None
-        assert "connection to the node lost" in str(proc.stderr.read())
+    with holding(tail, "<temp 21>") as holder:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().strip() == "+ [21]"
+        nodes.procs["tail"].kill()
+        for proc in (watcher, holder):
+            assert proc.wait(20) == 1
+            assert proc.stderr is not None
+            assert "connection to the node lost" in str(proc.stderr.read())
 
 
 def test_a_stopped_middle_node_is_cut_by_its_neighbours_and_heals_on_sigcont(
     nodes: Overlay,
 ) -> None:
     root, tail = nodes.address["root"], nodes.address["tail"]
-    holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
-    try:
+    with holding(tail, "<temp 21>"):
         converge(root, "<temp $v>", ["[21]"])
         nodes.procs["mid"].send_signal(signal.SIGSTOP)
         started = time.monotonic()
@@ -84,24 +94,17 @@ def test_a_stopped_middle_node_is_cut_by_its_neighbours_and_heals_on_sigcont(
         nodes.procs["mid"].send_signal(signal.SIGCONT)
         converge(root, "<temp $v>", ["[21]"])  # mid's links are re-made, the state resynced
         assert cut_after < 10
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 def test_a_killed_middle_node_restarted_heals_the_overlay(nodes: Overlay) -> None:
     root, tail = nodes.address["root"], nodes.address["tail"]
-    holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
-    try:
+    with holding(tail, "<temp 21>"):
         converge(root, "<temp $v>", ["[21]"])
         nodes.procs["mid"].kill()
         nodes.procs["mid"].wait(10)
         converge(root, "<temp $v>", [])
         nodes.start("mid")
         converge(root, "<temp $v>", ["[21]"])
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 async def test_a_node_that_fails_as_a_whole_raises_so_its_process_exits_non_zero(
@@ -131,47 +134,37 @@ def test_feds_node_exits_1_with_the_reason_when_its_node_fails() -> None:
 
 def test_watch_with_reconnect_sees_the_gap_and_the_state_again(nodes: Overlay) -> None:
     tail, mid = nodes.address["tail"], nodes.address["mid"]
-    holder = subprocess.Popen([*FEDS, "assert", mid, "<temp 21>"], stderr=subprocess.PIPE)
     watcher = watch(tail, "<temp $v>", "--reconnect")
-    try:
-        assert watcher.stdout is not None
-        assert watcher.stdout.readline().strip() == "+ [21]"
-        nodes.procs["tail"].kill()
-        nodes.procs["tail"].wait(10)
-        assert watcher.stdout.readline().strip() == "- [21]"
-        nodes.start("tail")
-        assert watcher.stdout.readline().strip() == "+ [21]"
-        assert watcher.poll() is None
-    finally:
-        for proc in (holder, watcher):
-            proc.kill()
-            proc.wait(10)
+    with holding(mid, "<temp 21>"):
+        try:
+            assert watcher.stdout is not None
+            assert watcher.stdout.readline().strip() == "+ [21]"
+            nodes.procs["tail"].kill()
+            nodes.procs["tail"].wait(10)
+            assert watcher.stdout.readline().strip() == "- [21]"
+            nodes.start("tail")
+            assert watcher.stdout.readline().strip() == "+ [21]"
+            assert watcher.poll() is None
+        finally:
+            watcher.kill()
+            watcher.wait(10)
 
 
 def test_a_killed_root_restarted_heals_the_overlay(nodes: Overlay) -> None:
     root, tail = nodes.address["root"], nodes.address["tail"]
-    holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
-    try:
+    with holding(tail, "<temp 21>"):
         converge(root, "<temp $v>", ["[21]"])
         nodes.procs["root"].kill()
         nodes.procs["root"].wait(10)
         converge(tail, "<temp $v>", ["[21]"])  # the rest of the tree goes on
         nodes.start("root")
         converge(root, "<temp $v>", ["[21]"])  # mid re-dialled the new root and resynced
-    finally:
-        holder.kill()
-        holder.wait(10)
 
 
 @pytest.mark.parametrize("fault", [signal.SIGKILL, signal.SIGSTOP])
 def test_a_killed_or_stopped_client_loses_its_assertions(nodes: Overlay, fault: int) -> None:
     root, tail = nodes.address["root"], nodes.address["tail"]
-    holder = subprocess.Popen([*FEDS, "assert", tail, "<temp 21>"], stderr=subprocess.PIPE)
-    try:
+    with holding(tail, "<temp 21>") as holder:
         converge(root, "<temp $v>", ["[21]"])
         holder.send_signal(fault)
         converge(root, "<temp $v>", [])  # closed socket, or the keep-alive of its node
-    finally:
-        holder.send_signal(signal.SIGCONT)
-        holder.kill()
-        holder.wait(10)
