@@ -337,6 +337,7 @@ async def run_overlay(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run)
         for name, runtime in overlay.runtimes.items():
+            nursery.start_soon(runtime.watch)  # a failed node ends the whole overlay
             spec = topology.nodes[name]
             port = 0 if any_port else spec.port
             overlay.ports[name] = await nursery.start(runtime.serve, spec.host, port)

@@ -8,6 +8,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from benchmarks.soak import Overlay
 from feds.actor import Turn
 from feds.cli.common import run_trio
 from feds.driver import Driver
-from feds.runtime import NodeFailed, NodeRuntime
+from feds.runtime import NodeFailed, NodeRuntime, run_overlay
+from feds.topology import from_parents
 from tests.test_cli import FEDS, feds
 
 
@@ -168,3 +170,19 @@ def test_a_killed_or_stopped_client_loses_its_assertions(nodes: Overlay, fault: 
         converge(root, "<temp $v>", ["[21]"])
         holder.send_signal(fault)
         converge(root, "<temp $v>", [])  # closed socket, or the keep-alive of its node
+
+
+async def test_feds_up_ends_with_the_reason_when_one_of_its_nodes_fails() -> None:
+    topology = from_parents({"r": None, "a": "r"})
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with trio.open_nursery() as nursery:
+            overlay = await nursery.start(partial(run_overlay, topology, any_port=True))
+            node = overlay.runtimes["a"].node
+
+            def crash(turn: Turn) -> None:
+                raise RuntimeError("broken invariant")
+
+            overlay.driver.scheduler.enqueue(node.actor, node.facet, crash)
+            with trio.fail_after(5):
+                await trio.sleep_forever()
+    assert caught.group_contains(NodeFailed, match="node a failed: RuntimeError", depth=None)
