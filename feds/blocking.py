@@ -44,9 +44,17 @@ class BlockingClient:
     """A connection to one node, usable from ordinary (non-async) code."""
 
     def __init__(
-        self, address: str, *, name: str = "blocking-client", timeout: float = DEFAULT_TIMEOUT
+        self,
+        address: str,
+        *,
+        name: str = "blocking-client",
+        timeout: float = DEFAULT_TIMEOUT,
+        reconnect: bool = False,
     ) -> None:
+        """``reconnect``: see :func:`feds.client.connect` (without it, a lost connection makes
+        every later call, and a ``watch`` under way, raise :class:`FedsError`)."""
         self.address = address
+        self._reconnect = reconnect
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._session: Session | None = None
@@ -63,7 +71,9 @@ class BlockingClient:
 
     async def _main(self, name: str, timeout: float) -> None:
         try:
-            async with connect(self.address, name=name, timeout=timeout) as session:
+            async with connect(
+                self.address, name=name, timeout=timeout, reconnect=self._reconnect
+            ) as session:
                 self._session = session
                 self._token = trio.lowlevel.current_trio_token()
                 self._stop = trio.Event()

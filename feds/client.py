@@ -35,6 +35,7 @@ cannot tell slow reading from none.
 from __future__ import annotations
 
 import math
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
@@ -42,12 +43,14 @@ from dataclasses import dataclass
 import trio
 
 from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.auth import Secrets
 from feds.dataspace import observe as observe_record
 from feds.driver import Driver
+from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 from feds.patterns import validate
 from feds.reactive import PatternLike
 from feds.relay import ADMIN, CLIENT, Hello, Relay
-from feds.runtime import STATUS
+from feds.runtime import RETRY_MAX, RETRY_MIN, STATUS
 from feds.syntax import parse_pattern
 from feds.transport import LOW_WATER, backlog, connect_tcp, wait_backlog
 from feds.values import Record, Value, check_value
@@ -118,11 +121,21 @@ class _Answer(Entity):
 
 
 class Observation:
-    """The events of one observer; iterate it (``async for``) or read ``current``."""
+    """The events of one observer; iterate it (``async for``) or read ``current``.
 
-    def __init__(self, receive: trio.MemoryReceiveChannel[Event], watch: _Watch) -> None:
+    If the connection to the node is lost, iterating (and :meth:`next`) raises
+    :class:`FedsError` with the reason once the events received before are consumed.
+    """
+
+    def __init__(
+        self,
+        receive: trio.MemoryReceiveChannel[Event],
+        watch: _Watch,
+        session: Session | None = None,
+    ) -> None:
         self._receive = receive
         self._watch = watch
+        self._session = session
 
     @property
     def current(self) -> list[tuple]:
@@ -130,12 +143,21 @@ class Observation:
         return list(self._watch.current.values())
 
     def __aiter__(self) -> AsyncIterator[Event]:
-        return self._receive.__aiter__()
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            if self._session is not None:
+                self._session.raise_if_lost()
+            raise StopAsyncIteration from None
 
     async def next(self, timeout: float | None = None) -> Event:
-        """The next event; raises :class:`FedsError` after ``timeout`` seconds."""
+        """The next event; raises :class:`FedsError` after ``timeout`` seconds, or when the
+        connection is lost."""
         with trio.move_on_after(math.inf if timeout is None else timeout):
-            return await self._receive.receive()
+            return await self.__anext__()
         raise FedsError(f"no event within {timeout} s")
 
 
@@ -155,10 +177,69 @@ class Session:
         self._handles: dict[int, Handle] = {}
         self._next = 0
         self._pending: list[Callable[[Turn], None]] = []
+        self._lost = trio.Event()  # set when the connection to the node is lost
+        self._wakeups: set[trio.Event] = set()  # what waits for an answer from the node
+        self._channels: set[trio.MemorySendChannel[Event]] = set()  # of open observations
+        self._dropped: list[str] = []  # events the relay could not send, since the last sync
+        self._done = False  # the application closed the session (not a lost connection)
+        # With reconnect: what to assert again at the next connection, by key / by watch.
+        self._held: dict[int, Value] | None = None
+        self._observing: dict[_Watch, tuple[Value, list[Handle]]] | None = None
 
     def _check_open(self) -> None:
-        if self.relay.closed:
+        if self.relay.closed and self._held is None:  # (a reconnecting session keeps going)
             raise FedsError(f"the connection is closed: {self.relay.close_reason}")
+
+    def _connection_lost(self) -> None:
+        """The relay closed: wake everything that waits for the node, end observations (unless
+        the session reconnects)."""
+        self._lost.set()
+        for event in self._wakeups:
+            event.set()
+        if self._observing is None:
+            for channel in self._channels:
+                channel.close()
+
+    def _reattach(self, relay: Relay, target: Ref) -> None:
+        """Connected again: assert what the session holds and observe again, in one turn."""
+        assert self._held is not None and self._observing is not None
+        held, observing = self._held, self._observing
+        self.relay = relay
+        self._lost = trio.Event()
+
+        def replay(t: Turn) -> None:
+            self._target = target
+            for key, value in held.items():
+                t.retract(self._handles.pop(key, -1))  # (at the old, closed connection)
+                self._handles[key] = t.publish(target, value)
+            for watch, (pattern, handle) in observing.items():
+                t.retract(handle.pop())
+                handle.append(t.publish(target, observe_record(pattern, t.ref(watch))))
+
+        self._driver.act(self._facet, replay)
+
+    def _event_dropped(self, why: str) -> None:
+        self._dropped.append(why)
+
+    def raise_if_lost(self) -> None:
+        """Raise :class:`FedsError` with the reason if the connection to the node is lost."""
+        if self._lost.is_set() and not self._done:
+            raise FedsError(f"connection to the node lost: {self.relay.close_reason}")
+
+    async def wait_lost(self) -> None:
+        """Wait until the connection to the node is lost, then raise :class:`FedsError`."""
+        await self._lost.wait()
+        self.raise_if_lost()
+
+    async def _answer(self, event: trio.Event, timeout: float | None, what: str) -> None:
+        """Wait for ``event`` (an answer from the node); raise if the connection is lost."""
+        self._wakeups.add(event)
+        try:
+            if not self._lost.is_set():
+                await _wait(event, timeout, what)
+        finally:
+            self._wakeups.discard(event)
+        self.raise_if_lost()
 
     def _act(self, action: Callable[[Turn], None]) -> None:
         self._check_open()
@@ -176,11 +257,15 @@ class Session:
         check_value(value)
         self._next += 1
         key = self._next
+        if self._held is not None:
+            self._held[key] = value
         self._act(lambda t: self._handles.__setitem__(key, t.publish(self._target, value)))
         return key
 
     def retract(self, key: int) -> None:
         """Withdraw the assertion made under ``key`` (unknown keys are ignored)."""
+        if self._held is not None:
+            self._held.pop(key, None)
         self._act(lambda t: t.retract(self._handles.pop(key, -1)))
 
     def send(self, value: Value) -> None:
@@ -217,7 +302,10 @@ class Session:
         """Wait until every earlier action of this session has reached every node and back."""
         done = trio.Event()
         self._act(lambda t: t.sync(self._target, lambda t2: done.set()))
-        await _wait(done, timeout, "sync")
+        await self._answer(done, timeout, "sync")
+        if self._dropped:  # reported once, by the sync that follows them
+            dropped, self._dropped = self._dropped, []
+            raise FedsError(f"{len(dropped)} event(s) were not sent: {dropped[0]}")
 
     @asynccontextmanager
     async def observe(self, pattern: PatternLike) -> AsyncIterator[Observation]:
@@ -229,12 +317,18 @@ class Session:
         self._act(
             lambda t: handle.append(t.publish(self._target, observe_record(value, t.ref(watch))))
         )
+        self._channels.add(send)
+        if self._observing is not None:
+            self._observing[watch] = (value, handle)
         try:
-            yield Observation(receive, watch)
+            yield Observation(receive, watch, self)
         finally:
+            if self._observing is not None:
+                self._observing.pop(watch, None)
+            self._channels.discard(send)
             send.close()
             if not self.relay.closed:
-                self._act(lambda t: t.retract(handle[0]))
+                self._act(lambda t: t.retract(handle[-1]))
 
     async def query(
         self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT
@@ -252,7 +346,7 @@ class Session:
         handle: list[Handle] = []
         self._act(lambda t: handle.append(t.publish(self._target, make(t.ref(answer)))))
         try:
-            await _wait(answer.done, timeout, "the answer")
+            await self._answer(answer.done, timeout, "the answer")
         finally:
             if not self.relay.closed:
                 self._act(lambda t: t.retract(handle[0]))
@@ -280,26 +374,79 @@ async def connect(
     name: str = "client",
     role: str = CLIENT,
     timeout: float | None = DEFAULT_TIMEOUT,
+    limits: NetLimits = DEFAULT_NET_LIMITS,
+    secrets: Secrets | None = None,
+    reconnect: bool = False,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Session]:
-    """Connect to the node at ``address`` (``host:port``) as a local application."""
+    """Connect to the node at ``address`` (``host:port``) as a local application.
+
+    ``limits`` give the keep-alive (a hung node is noticed within ``keepalive_timeout``).
+    ``secrets`` (:class:`feds.auth.Secrets`, holding the secret of ``role``) authenticate the
+    connection to a node that requires it. ``tls`` (:func:`feds.tls.client_context`) makes the
+    connection TLS, checking the node's certificate.
+
+    If the connection is lost, the session's waits and observations raise :class:`FedsError`;
+    with ``reconnect`` it re-dials instead (with backoff, forever) and, once connected again,
+    re-asserts everything the session holds and re-observes every open observation. Across the
+    gap an observer sees ``-`` for each match when the connection goes (what the node asserted
+    here is retracted) and ``+`` for each match once it is back; messages sent during the gap
+    are lost (the overlay never retains them), and a ``sync`` waiting when it goes raises.
+    """
     host, port = parse_address(address)
     driver = Driver()
     ready = trio.Event()
     target: list[Ref] = []
+    sessions: list[Session] = []
+    relays: list[Relay] = []  # the current connection's relay (a new one per re-dial)
 
     def on_ready(turn: Turn, hello: Hello, remote: Ref) -> None:
-        target.append(remote)
-        ready.set()
+        if sessions:
+            sessions[0]._reattach(relays[-1], remote)
+        else:
+            target.append(remote)
+            ready.set()
 
-    relay = Relay(driver.scheduler, name, role, on_ready=on_ready, on_close=lambda r: ready.set())
+    def on_close(relay: Relay) -> None:
+        ready.set()
+        for session in sessions:
+            session._connection_lost()
+
+    def on_drop(why: str) -> None:
+        for session in sessions:
+            session._event_dropped(why)
+
+    def new_relay() -> Relay:
+        relays[:] = [
+            Relay(
+                driver.scheduler,
+                name,
+                role,
+                secrets=secrets,
+                on_ready=on_ready,
+                on_close=on_close,
+                on_drop=on_drop,
+            )
+        ]
+        return relays[0]
+
+    relay = new_relay()
     facet_box: list[Facet] = []
     driver.scheduler.spawn(lambda t: facet_box.append(t.facet), name=name)
 
     async def link() -> None:
-        try:
-            await connect_tcp(host, port, relay)
-        except OSError:
-            ready.set()
+        delay = RETRY_MIN
+        while True:
+            try:
+                await connect_tcp(host, port, relays[-1], limits=limits, ssl_context=tls)
+                delay = RETRY_MIN
+            except OSError:
+                ready.set()
+            if not (reconnect and sessions) or sessions[0]._done:
+                return
+            await trio.sleep(delay)
+            delay = min(2 * delay, RETRY_MAX)
+            new_relay()
 
     with _single_errors():
         async with trio.open_nursery() as nursery:
@@ -308,10 +455,16 @@ async def connect(
             await _wait(ready, timeout, f"the node at {address}")
             if relay.closed or not target:
                 raise FedsError(relay.close_reason or f"cannot connect to {address}")
+            session = Session(driver, facet_box[0], target[0], relay)
+            if reconnect:
+                session._held = {}
+                session._observing = {}
+            sessions.append(session)
             try:
-                yield Session(driver, facet_box[0], target[0], relay)
+                yield session
             finally:
-                relay.close("client done")
+                session._done = True
+                relays[-1].close("client done")
                 nursery.cancel_scope.cancel()
 
 
@@ -326,7 +479,14 @@ def _single_errors() -> Iterator[None]:
         raise
 
 
-async def status(address: str, timeout: float | None = DEFAULT_TIMEOUT) -> Value:
+async def status(
+    address: str,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    secrets: Secrets | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> Value:
     """The ``<status {…}>`` figures of the node at ``address``."""
-    async with connect(address, name="feds status", role=ADMIN, timeout=timeout) as session:
+    async with connect(
+        address, name="feds status", role=ADMIN, timeout=timeout, secrets=secrets, tls=tls
+    ) as session:
         return await session.request(lambda reply: Record(STATUS, (reply,)), timeout)

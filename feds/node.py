@@ -48,6 +48,8 @@ class Node:
         self.neighbours: dict[Ref, Ref] = {}
         """Neighbour node service → that neighbour's fragment."""
         self.parent_service: Ref | None = None
+        self.fsync_waits: dict[Ref, set[_Once]] = {}
+        """Neighbour node service → the federated syncs waiting for its answer."""
         self.fragment: Ref
         self.service: Ref
         self.access: Ref
@@ -81,7 +83,7 @@ class Node:
             if is_parent:
                 self.parent_service = service
             self.protocol.link(t, self, fragment, is_parent)
-            t.on_stop(lambda t: self._link_down(service))
+            t.on_stop(lambda t: self._link_down(service, t))
 
         return turn.new_facet(start)
 
@@ -90,10 +92,12 @@ class Node:
         """The parent's fragment while the link to the parent is up, else None."""
         return None if self.parent_service is None else self.neighbours.get(self.parent_service)
 
-    def _link_down(self, service: Ref) -> None:
+    def _link_down(self, service: Ref, turn: Turn) -> None:
         self.neighbours.pop(service, None)
         if self.parent_service == service:
             self.parent_service = None
+        for once in self.fsync_waits.pop(service, ()):  # a lost subtree has nothing left to do
+            turn.in_facet(self.facet, lambda t, once=once: once.on_message(t, True))
 
     # -- sync -------------------------------------------------------------------------------
 
@@ -122,6 +126,7 @@ class Node:
                 return
             waiting = len(others)
             requests: list[Handle] = []
+            answers: list[tuple[Ref, _Once]] = []
 
             def one_back(t: Turn) -> None:
                 nonlocal waiting
@@ -129,12 +134,18 @@ class Node:
                 if waiting == 0:
                     for handle in requests:
                         t.retract(handle)
+                    for service, once in answers:
+                        self.fsync_waits.get(service, set()).discard(once)
                     self.local_flush(t, then)
 
             # Asserted, not sent: an assertion keeps the reply reference alive across the wire
-            # until the answer has come back.
+            # until the answer has come back. A neighbour whose link goes meanwhile counts as
+            # having answered (_link_down), so a wave never waits for a node that left.
             for service in others:
-                request = Record(FSYNC, (self.service, t.ref(_Once(one_back))))
+                once = _Once(one_back)
+                self.fsync_waits.setdefault(service, set()).add(once)
+                answers.append((service, once))
+                request = Record(FSYNC, (self.service, t.ref(once)))
                 requests.append(t.publish(service, request))
 
         self.local_flush(turn, flood)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from feds.regex_safety import regex_hazard
 from feds.values import FrozenDict, Record, Symbol, Value, sort_key
 
 Path: TypeAlias = tuple
@@ -359,9 +360,18 @@ def _check_regex(p: Record, ppath: tuple) -> Regex:
     if source.__class__ is not str:
         raise PatternError(f"regex source must be a string, got {_show(source)}", ppath)
     try:
-        return Regex(source)
+        regex = Regex(source)
     except re.error as exc:
         raise PatternError(f"invalid regex {source!r}: {exc}", ppath) from None
+    _refuse_slow_regex(source, ppath)
+    return regex
+
+
+def _refuse_slow_regex(source: str, ppath: tuple) -> None:
+    """Patterns come from the network: refuse a regex that may backtrack exponentially."""
+    hazard = regex_hazard(source)
+    if hazard is not None:
+        raise PatternError(f"regex {source!r} refused: {hazard}", ppath)
 
 
 def _check_type(p: Record, ppath: tuple) -> TypeCheck:
@@ -597,9 +607,9 @@ def _match(p: Any, v: Any, captures: list, ppath: tuple) -> bool:
     source = fields[0]
     if source.__class__ is not str:
         raise PatternError(f"regex source must be a string, got {_show(source)}", ppath)
-    if not isinstance(v, str):
-        return False
     try:
-        return re.search(source, v) is not None
+        compiled = re.compile(source)
     except re.error as exc:
         raise PatternError(f"invalid regex {source!r}: {exc}", ppath) from None
+    _refuse_slow_regex(source, ppath)
+    return isinstance(v, str) and compiled.search(v) is not None

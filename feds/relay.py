@@ -44,6 +44,7 @@ from typing import Final
 import msgpack
 
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.auth import NONCE_SIZE, Secrets, new_nonce, proof, proofs_match
 from feds.codec import (
     DEFAULT_LIMITS,
     NEED_DATA,
@@ -53,8 +54,10 @@ from feds.codec import (
     Limits,
     decode,
     encode,
+    encode_frame,
     record_head,
 )
+from feds.limits import HandleBudget
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -74,9 +77,9 @@ __all__ = [
 
 log = logging.getLogger("feds.relay")
 
-PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
 """The highest wire protocol version this code speaks (sent in our hello)."""
-SUPPORTED_VERSIONS: Final = frozenset({1, 2})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3})
 """Every version this code speaks; a contiguous range ending at :data:`PROTOCOL_VERSION`."""
 VALUE_CACHE_SLOTS: Final = 1024
 """Slots of the value cache of each direction of a connection (from version 2 on)."""
@@ -88,6 +91,11 @@ ASSERT: Final = Symbol("assert")
 RETRACT: Final = Symbol("retract")
 MESSAGE: Final = Symbol("message")
 SYNC: Final = Symbol("sync")
+AUTH: Final = Symbol("auth")
+PING: Final = Symbol("ping")
+PONG: Final = Symbol("pong")
+KEEPALIVE_VERSION: Final = 3
+"""The first protocol version with ``<ping>`` and ``<pong>``."""
 _ASSERT_NAME: Final = ASSERT.name  # events are told apart by name: a str compares fastest
 _RETRACT_NAME: Final = RETRACT.name
 _MESSAGE_NAME: Final = MESSAGE.name
@@ -134,6 +142,8 @@ def _turn_prefix() -> bytes:
 
 
 _TURN_PREFIX: Final = _turn_prefix()
+_PING_FRAME: Final = encode_frame(Record(PING, ()))
+_PONG_FRAME: Final = encode_frame(Record(PONG, ()))
 _ERROR_ENCODER: Final = Encoder()
 
 
@@ -194,6 +204,7 @@ class RelayStats:
     events_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    late_events_in: int = 0  # events for an oid freed here, dropped (a benign race)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -499,11 +510,15 @@ class Relay:
         *,
         limits: Limits = DEFAULT_LIMITS,
         max_handles: int = DEFAULT_MAX_HANDLES,
+        budget: HandleBudget | None = None,
+        secrets: Secrets | None = None,
+        listener: bool = False,
         auth: Mapping[str, Value] | None = None,
         authenticate: Authenticator | None = None,
         on_ready: ReadyCallback | None = None,
         on_close: Callable[[Relay], None] | None = None,
         on_output: Callable[[], None] | None = None,
+        on_drop: Callable[[str], None] | None = None,
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {sorted(ROLES)}, not {role!r}")
@@ -513,13 +528,22 @@ class Relay:
         self.initial = initial
         self.limits = limits
         self.max_handles = max_handles
+        self.budget = budget
+        self.secrets = secrets
+        self.listener = listener
+        self._nonce = None if secrets is None else new_nonce()
+        self._expected_proof: bytes | None = None
+        self.on_drop = on_drop
         self.authenticate = authenticate
         self.on_ready = on_ready
         self.on_close = on_close
         self.on_output = on_output
         self.actor = Actor(scheduler, f"relay {name}")
         self.actor.exit_hooks.append(self._actor_exited)
-        self.hello = Hello(PROTOCOL_VERSION, role, name, from_python(dict(auth or {})))
+        credentials = dict(auth or {})
+        if self._nonce is not None:
+            credentials["nonce"] = self._nonce
+        self.hello = Hello(PROTOCOL_VERSION, role, name, from_python(credentials))
         self.remote_hello: Hello | None = None
         self.remote_initial: Ref | None = None
         self.version: int | None = None
@@ -588,6 +612,26 @@ class Relay:
     def has_output(self) -> bool:
         return bool(self._output)
 
+    @property
+    def partial_input(self) -> int:
+        """Bytes received of a frame not yet complete (0 between frames)."""
+        return self._frames.buffered
+
+    @property
+    def ready(self) -> bool:
+        """Whether the far side's handshake is complete (turns may flow both ways)."""
+        return self.remote_initial is not None and not self.closed
+
+    @property
+    def can_ping(self) -> bool:
+        """Whether the far side answers :meth:`ping` (it speaks version 3 or later)."""
+        return self.ready and self.version is not None and self.version >= KEEPALIVE_VERSION
+
+    def ping(self) -> None:
+        """Send ``<ping>``: the far side answers ``<pong>`` at once, proving it is alive."""
+        if self.can_ping:
+            self._write(_PING_FRAME)
+
     def close(self, reason: str = "closed", detail: Value = None) -> None:
         """Close this end: tell the far side why, retract what it asserted here, drop proxies."""
         if not self.closed:
@@ -621,8 +665,15 @@ class Relay:
             if name != HELLO.name:
                 raise ProtocolError(f"packet before hello: {_label_text(label)}")
             self._on_hello(packet)
+        elif name == AUTH.name:
+            self._on_auth(packet)
+        elif self._expected_proof is not None:
+            raise ProtocolError(f"packet before authentication: {_label_text(label)}")
         elif name == TURN.name:
             self._on_turn(packet, refs)
+        elif name in (PING.name, PONG.name) and self.can_ping and not packet.fields:
+            if name == PING.name:
+                self._write(_PONG_FRAME)
         elif name == HELLO.name:
             raise ProtocolError("duplicate hello")
         else:
@@ -641,6 +692,48 @@ class Relay:
             raise ProtocolError(
                 f"unsupported version {hello.version}", tuple(sorted(SUPPORTED_VERSIONS))
             )
+        self.remote_hello = hello
+        self.version = version
+        if self.secrets is None:
+            self._accept(hello)
+        else:  # prove we know the secret; accept the far side once it has proved it too
+            self._expected_proof = self._send_proof(hello)
+
+    def _send_proof(self, hello: Hello) -> bytes:
+        """Send our ``<auth proof>``; return the proof the far side must send."""
+        assert self.secrets is not None and self._nonce is not None
+        theirs = hello.auth.get("nonce")
+        if theirs.__class__ is not bytes or len(theirs) != NONCE_SIZE:
+            raise ProtocolError(
+                "authentication failed: no nonce in the hello (this side requires the "
+                "deployment's secret)"
+            )
+        role = hello.role if self.listener else self.role  # the dialer's claim
+        name = hello.name if self.listener else self.name
+        key = self.secrets.keys.get(role)
+        if key is None:
+            raise ProtocolError(f"authentication failed: no secret for the role {role!r} here")
+        dialer, listener = (theirs, self._nonce) if self.listener else (self._nonce, theirs)
+        mine, other = ("listener", "dialer") if self.listener else ("dialer", "listener")
+        self._write(encode_frame(Record(AUTH, (proof(key, mine, role, name, dialer, listener),))))
+        return proof(key, other, role, name, dialer, listener)
+
+    def _on_auth(self, packet: Record) -> None:
+        expected, self._expected_proof = self._expected_proof, None
+        if expected is None:
+            raise ProtocolError("unexpected auth packet")
+        if len(packet.fields) != 1 or not proofs_match(expected, packet.fields[0]):
+            hello = self.remote_hello
+            assert hello is not None
+            role = hello.role if self.listener else self.role
+            raise ProtocolError(f"authentication failed: wrong secret for the role {role!r}")
+        assert self.remote_hello is not None
+        self._accept(self.remote_hello)
+
+    def _accept(self, hello: Hello) -> None:
+        """The far side's hello (and proof) are good: set the connection up."""
+        version = self.version
+        assert version is not None
         if self.authenticate is not None:
             refusal = self.authenticate(hello)
             if refusal is not None:
@@ -649,8 +742,6 @@ class Relay:
             chosen = self.initial(hello)
             if chosen is not None:
                 self._membrane.export(chosen, oid=0, pinned=True)
-        self.remote_hello = hello
-        self.version = version
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
             self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
@@ -667,7 +758,10 @@ class Relay:
             raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
         for wire in refs:
             if wire.kind == YOURS and not self._membrane.known_export(wire.oid):
-                raise ProtocolError(f"unknown oid {wire.oid} in an embedded reference")
+                raise ProtocolError(
+                    f"unknown oid {wire.oid} in an embedded reference: a reference the "
+                    "receiver never gave (transient, or forged)"
+                )
         ops = [self._check_event(item) for item in packet.fields[0]]
         self.stats.events_in += len(ops)
         if ops:
@@ -714,6 +808,8 @@ class Relay:
             raise ProtocolError(f"handle {handle} reused while live")
         if len(far_handles) >= self.max_handles:
             raise ProtocolError(f"too many live handles (max {self.max_handles})")
+        if self.budget is not None and not self.budget.take():
+            raise ProtocolError(f"the node holds too many assertions (max {self.budget.limit})")
         far_handles[handle] = oid
         return (ASSERT, oid, value, handle)
 
@@ -723,6 +819,8 @@ class Relay:
         owner = self._far_handles.pop(handle, None)
         if owner is None:
             raise ProtocolError(f"unknown handle {handle} retracted")
+        if self.budget is not None:
+            self.budget.give()
         if owner != oid:
             raise ProtocolError(f"handle {handle} retracted at oid {oid}, asserted at oid {owner}")
         return (RETRACT, oid, None, handle)
@@ -751,12 +849,18 @@ class Relay:
         self, turn: Turn, target: Ref | None, value: Value, handle: int, has_refs: bool
     ) -> None:
         if target is None:  # the oid was freed here: a late event, dropped
+            self._late()
             self._inbound[handle] = _DROPPED
             return
         entries: list[_Entry] = []
         if has_refs:
             value = self._membrane.lower_value(value, entries)
         self._inbound[handle] = (turn.publish(target, value), entries)
+
+    def _late(self) -> None:
+        """Count an event for an oid freed here: the far side sent it before it learnt that."""
+        self.stats.late_events_in += 1
+        log.debug("%r: dropped a late event for a freed oid", self)
 
     def _apply_retract(self, turn: Turn, handle: int) -> None:
         held = self._inbound.pop(handle, _DROPPED)
@@ -770,6 +874,7 @@ class Relay:
         self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
     ) -> None:
         if target is None:
+            self._late()
             return
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)
@@ -855,6 +960,8 @@ class Relay:
             membrane.release(membrane.lifted)
             name = event[0].data.decode()
             log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
+            if self.on_drop is not None:
+                self.on_drop(f"{name} not sent: {e}")
             return None
         self._events.append(data)
         return membrane.lifted
@@ -924,7 +1031,10 @@ class Relay:
         self._events.clear()
         self._transient.clear()
         self._membrane.clear()
+        if self.budget is not None:
+            self.budget.give(len(self._far_handles))
         self._far_handles.clear()
+        self._frames = FrameDecoder()  # drop a partly received frame (up to max_frame_size)
         self._inbound.clear()
         self._outbound.clear()
         self._sync_pins.clear()

@@ -10,15 +10,20 @@ its links in memory and each node listening on TCP.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import trio
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.auth import Secrets
 from feds.driver import Driver
+from feds.limits import DEFAULT_NET_LIMITS, HandleBudget, NetLimits
 from feds.node import Node
 from feds.relay import ADMIN, CLIENT, PEER, Hello, Relay
+from feds.tls import TlsSettings
 from feds.topology import Topology
 from feds.transport import (
     Backpressure,
@@ -37,6 +42,24 @@ LINK_POLL = 0.005
 """Seconds between checks that every uplink of a starting overlay is up."""
 RETRY_MIN, RETRY_MAX = 0.2, 5.0
 """Seconds between uplink attempts: doubling from the first to the second."""
+
+
+class InsecureListen(ValueError):
+    """A node without authentication asked to listen where other machines can reach it."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (a wildcard host is not)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class NodeFailed(Exception):
+    """The node as a whole stopped working (its actor ended): the process should exit."""
 
 
 class StatusService(Entity):
@@ -62,17 +85,69 @@ class NodeRuntime:
     Making relays (:meth:`accept_relay`, :meth:`uplink_relay`) needs no trio: a test or the
     simulator can move their bytes itself. The node's TCP links share one
     :class:`~feds.transport.Backpressure`: while one is congested, the node reads none of the
-    others.
+    others. ``limits`` bound its connections (:class:`~feds.limits.NetLimits`); the far sides'
+    assertions held here, over all connections, share one budget.
     """
 
-    def __init__(self, scheduler: Scheduler, name: str, protocol: str) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        name: str,
+        protocol: str,
+        *,
+        limits: NetLimits = DEFAULT_NET_LIMITS,
+        secrets: Secrets | None = None,
+        known_nodes: Collection[str] = (),
+        allow_unauthenticated: bool = False,
+        tls: TlsSettings | None = None,
+    ) -> None:
         self.scheduler = scheduler
+        self.limits = limits
+        self.secrets = secrets
+        self.known_nodes = frozenset(known_nodes)
+        self.allow_unauthenticated = allow_unauthenticated
+        self.tls = tls
+        self.budget = HandleBudget(limits.max_node_assertions)
         self.node = Node(self.scheduler, name, protocol)
         self.scheduler.run_until_idle()
         self.status_ref = Ref(self.node.facet, StatusService(self))
         self.relays: set[Relay] = set()
         self.listening: list[str] = []
-        self.backpressure = Backpressure()
+        self.backpressure = Backpressure(max_backlog=limits.max_backlog)
+        self.failure: str | None = None
+        """Why the node stopped working, once it has (see :meth:`watch`)."""
+        self._failed = trio.Event()
+        self.node.actor.exit_hooks.append(self._node_exited)
+
+    def _node_exited(self, actor: object) -> None:
+        reason = self.node.actor.exit_reason
+        self.failure = "stopped" if reason is None else f"{type(reason).__name__}: {reason}"
+        log.error("node %s failed: %s", self.name, self.failure)
+        self._failed.set()
+
+    async def watch(self) -> None:
+        """Return never while the node works; raise :class:`NodeFailed` once it stops (so that
+        ``feds node`` exits non-zero and a process supervisor restarts it)."""
+        await self._failed.wait()
+        raise NodeFailed(f"node {self.name} failed: {self.failure}")
+
+    @classmethod
+    def from_topology(
+        cls, scheduler: Scheduler, topology: Topology, name: str, protocol: str | None = None
+    ) -> NodeRuntime:
+        """The node ``name`` of ``topology``, with its limits and security settings (reads the
+        secret file: raises :class:`~feds.auth.AuthError` if it cannot be used)."""
+        secret_file = topology.secret_file
+        return cls(
+            scheduler,
+            name,
+            protocol or topology.protocol,
+            limits=topology.limits,
+            secrets=None if secret_file is None else Secrets.load(secret_file),
+            known_nodes=topology.nodes,
+            allow_unauthenticated=topology.allow_unauthenticated,
+            tls=topology.tls,
+        )
 
     @property
     def name(self) -> str:
@@ -103,6 +178,12 @@ class NodeRuntime:
         node = self.node
         return {PEER: node.service, CLIENT: node.access, ADMIN: self.status_ref}.get(hello.role)
 
+    def _authorize(self, hello: Hello) -> str | None:
+        """Why an authenticated far side may not have the connection it asked for, or None."""
+        if hello.role == PEER and self.known_nodes and hello.name not in self.known_nodes:
+            return f"unknown node name {hello.name!r}"
+        return None
+
     def accept_relay(self) -> Relay:
         """A relay for a connection someone made to this node."""
         relay = Relay(
@@ -110,6 +191,11 @@ class NodeRuntime:
             self.name,
             PEER,
             initial=self._initial_for,
+            secrets=self.secrets,
+            listener=True,
+            authenticate=None if self.secrets is None else self._authorize,
+            max_handles=self.limits.max_handles,
+            budget=self.budget,
             on_close=self.relays.discard,
         )
         self.relays.add(relay)
@@ -134,7 +220,16 @@ class NodeRuntime:
             for facet in uplink:
                 self.scheduler.enqueue(node.actor, node.facet, lambda t, f=facet: t.stop(f))
 
-        relay = Relay(self.scheduler, self.name, PEER, on_ready=ready, on_close=closed)
+        relay = Relay(
+            self.scheduler,
+            self.name,
+            PEER,
+            max_handles=self.limits.max_handles,
+            budget=self.budget,
+            secrets=self.secrets,
+            on_ready=ready,
+            on_close=closed,
+        )
         self.relays.add(relay)
         return relay
 
@@ -143,7 +238,19 @@ class NodeRuntime:
     async def serve(
         self, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Listen for peers, clients and admin tools; ``task_status`` gets the bound port."""
+        """Listen for peers, clients and admin tools; ``task_status`` gets the bound port.
+
+        Raises :class:`InsecureListen` for an address other machines can reach when the node
+        has no secrets, unless it was built with ``allow_unauthenticated``.
+        """
+        authenticated = self.secrets is not None or (self.tls is not None and self.tls.mutual)
+        if not authenticated and not self.allow_unauthenticated and not is_loopback(host):
+            raise InsecureListen(
+                f"node {self.name}: refusing to listen on {host} without authentication: "
+                "anyone who can reach it could join as a node or read every assertion. Give "
+                "the topology a [security] secret-file (or mutual [tls]), or set "
+                "allow-unauthenticated = true if the network itself is trusted"
+            )
 
         async def announce(*, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
             await serve_tcp(
@@ -151,6 +258,8 @@ class NodeRuntime:
                 port,
                 self.accept_relay,
                 backpressure=self.backpressure,
+                limits=self.limits,
+                ssl_context=None if self.tls is None else self.tls.server_context(self.name),
                 task_status=task_status,
             )
 
@@ -166,7 +275,14 @@ class NodeRuntime:
         while True:
             relay = self.uplink_relay()
             try:
-                await connect_tcp(host, port, relay, backpressure=self.backpressure)
+                await connect_tcp(
+                    host,
+                    port,
+                    relay,
+                    backpressure=self.backpressure,
+                    limits=self.limits,
+                    ssl_context=None if self.tls is None else self.tls.uplink_context(self.name),
+                )
                 log.warning("node %s: uplink lost (%s); re-dialing", self.name, relay.close_reason)
                 delay = RETRY_MIN
             except OSError as exc:
@@ -215,10 +331,13 @@ async def run_overlay(
     driver = Driver()
     overlay = Overlay(topology, driver)
     for name in topology.order():
-        overlay.runtimes[name] = NodeRuntime(driver.scheduler, name, protocol or topology.protocol)
+        overlay.runtimes[name] = NodeRuntime.from_topology(
+            driver.scheduler, topology, name, protocol
+        )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run)
         for name, runtime in overlay.runtimes.items():
+            nursery.start_soon(runtime.watch)  # a failed node ends the whole overlay
             spec = topology.nodes[name]
             port = 0 if any_port else spec.port
             overlay.ports[name] = await nursery.start(runtime.serve, spec.host, port)

@@ -17,13 +17,16 @@ import re
 import tomllib
 from collections import deque
 from collections.abc import Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 from networkx.utils import UnionFind
+
+from feds.limits import DEFAULT_NET_LIMITS, NetLimits
+from feds.tls import TlsSettings
 
 __all__ = [
     "DEFAULT_HOST",
@@ -58,7 +61,23 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9._:%-]+$")
 _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
-_TOP_KEYS = ("protocol", "description", "defaults", "nodes", "root", "links")
+_TOP_KEYS = (
+    "protocol",
+    "description",
+    "defaults",
+    "nodes",
+    "root",
+    "links",
+    "limits",
+    "security",
+    "tls",
+)
+_TLS_KEYS = ("ca", "cert", "key", "mutual")
+_SECURITY_KEYS = ("secret-file", "allow-unauthenticated")
+_NO_TLS = (
+    "per-node tls settings are not supported: use the top-level [tls] table, with {name} in "
+    "the cert and key paths for each node's own"
+)
 _DEFAULT_KEYS = ("host", "tls")
 _NODE_KEYS = ("listen", "host", "port", "parent", "advertise", "description", "tls")
 _LINK_KEYS = ("a", "b", "cost")
@@ -85,8 +104,9 @@ class NodeSpec:
     """One node: its name, the address it listens on, and its parent in the tree.
 
     ``advertise`` is the address others use to reach the node when it differs from the listen
-    address (e.g. listening on ``0.0.0.0``); ``tls`` is reserved for a later TLS layer and kept
-    as given; ``description`` is free text.
+    address (e.g. listening on ``0.0.0.0``); ``tls`` is reserved for a later TLS layer (a
+    topology with one is refused until it is implemented, never ignored); ``description`` is
+    free text.
     """
 
     name: str
@@ -131,6 +151,13 @@ class Topology:
     root: str
     links: tuple[Link, ...] | None = None
     description: str | None = None
+    limits: NetLimits = DEFAULT_NET_LIMITS
+    secret_file: str | None = None
+    """The deployment's secret file (``feds.auth``): every connection must authenticate."""
+    allow_unauthenticated: bool = False
+    """Let nodes without a secret file listen on addresses other machines can reach."""
+    tls: TlsSettings | None = None
+    """Certificates for TLS on every connection (``feds.tls``), or None for plaintext."""
     _children: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _depth: dict[str, int] = field(init=False, repr=False, compare=False)
     _cost: dict[str, float] = field(init=False, repr=False, compare=False)
@@ -277,6 +304,8 @@ def _validate(topo: Topology) -> None:
     for key, spec in topo.nodes.items():
         if key != spec.name:
             raise TopologyError(f"node {key!r} is stored under a NodeSpec named {spec.name!r}")
+        if spec.tls is not None:
+            raise TopologyError(f"node {key!r}: {_NO_TLS}")
         if not isinstance(key, str) or not _NAME_RE.match(key):
             raise TopologyError(
                 f"node name {key!r} is not allowed (use letters, digits, '_' and '-')"
@@ -511,7 +540,17 @@ def _check_port(port: int, where: str, allow_ephemeral: bool) -> None:
 def load(path: str | PathLike[str], *, allow_ephemeral: bool = False) -> Topology:
     """Read a topology file.  ``OSError`` if unreadable, :class:`TopologyError` if invalid."""
     p = Path(path)
-    return loads(p.read_text(encoding="utf-8"), source=str(path), allow_ephemeral=allow_ephemeral)
+    topology = loads(
+        p.read_text(encoding="utf-8"), source=str(path), allow_ephemeral=allow_ephemeral
+    )
+    # Relative paths (secret file, certificates) are found next to the topology file.
+    if topology.secret_file is not None:
+        topology = replace(topology, secret_file=str(p.parent / topology.secret_file))
+    if topology.tls is not None:
+        tls = topology.tls
+        ca, cert, key = (str(p.parent / f) for f in (tls.ca, tls.cert, tls.key))
+        topology = replace(topology, tls=TlsSettings(ca, cert, key, tls.mutual))
+    return topology
 
 
 def loads(text: str, source: str = "<string>", *, allow_ephemeral: bool = False) -> Topology:
@@ -561,7 +600,7 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
     if "host" in defaults:
         _check_host(defaults["host"], "[defaults]")
     if "tls" in defaults:
-        _expect_table(defaults["tls"], "[defaults] tls")
+        raise TopologyError(f"[defaults]: {_NO_TLS}")
     if "nodes" not in doc:
         raise TopologyError("no nodes: add a [nodes.NAME] table for each node")
     raw_nodes = _expect_table(doc["nodes"], "'nodes'")
@@ -596,7 +635,35 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
             if root_value not in nodes:
                 raise TopologyError(f"root {root_value!r} is not a node")
             raise TopologyError(f"root is {root_value!r} but {root!r} is the node without a parent")
-    return Topology(protocol, nodes, root, links, description)
+    try:
+        limits = NetLimits.from_mapping(_expect_table(doc.get("limits", {}), "[limits]"))
+    except ValueError as exc:
+        raise TopologyError(f"[limits]: {exc}") from None
+    security = _expect_table(doc.get("security", {}), "[security]")
+    for key in security:
+        if key not in _SECURITY_KEYS:
+            raise _unknown_key(key, _SECURITY_KEYS, "[security]")
+    secret_file = security.get("secret-file")
+    if secret_file is not None:
+        _expect_str(secret_file, "[security] secret-file")
+    allow = security.get("allow-unauthenticated", False)
+    if not isinstance(allow, bool):
+        raise TopologyError("[security] allow-unauthenticated must be true or false")
+    tls = None
+    if "tls" in doc:
+        raw_tls = _expect_table(doc["tls"], "[tls]")
+        for key in raw_tls:
+            if key not in _TLS_KEYS:
+                raise _unknown_key(key, _TLS_KEYS, "[tls]")
+        missing = [k for k in ("ca", "cert", "key") if k not in raw_tls]
+        if missing:
+            raise TopologyError(f"[tls] needs {', '.join(missing)}")
+        mutual = raw_tls.get("mutual", False)
+        if not isinstance(mutual, bool):
+            raise TopologyError("[tls] mutual must be true or false")
+        paths = [_expect_str(raw_tls[k], f"[tls] {k}") for k in ("ca", "cert", "key")]
+        tls = TlsSettings(*paths, mutual=mutual)
+    return Topology(protocol, nodes, root, links, description, limits, secret_file, allow, tls)
 
 
 def _links_list(value: object) -> list[Any]:
@@ -647,10 +714,9 @@ def _parse_node(
     description = raw.get("description")
     if description is not None:
         _expect_str(description, f"{where}: description")
-    tls = raw.get("tls", defaults.get("tls"))
-    if tls is not None:
-        tls = dict(_expect_table(tls, f"{where}: tls"))
-    return NodeSpec(name, host, port, parent, advertise, description, tls)
+    if "tls" in raw:
+        raise TopologyError(f"{where}: {_NO_TLS}")
+    return NodeSpec(name, host, port, parent, advertise, description)
 
 
 def _parse_link(index: int, raw: object) -> Link:
@@ -731,6 +797,23 @@ def dumps(topology: Topology) -> str:
         lines.append(f"description = {_toml_str(topology.description)}")
     if topology.links is not None:
         lines.append(f"root = {_toml_str(topology.root)}")
+    changed = {
+        f.name.replace("_", "-"): getattr(topology.limits, f.name)
+        for f in fields(NetLimits)
+        if getattr(topology.limits, f.name) != getattr(DEFAULT_NET_LIMITS, f.name)
+    }
+    if changed:
+        lines += ["", "[limits]", *(f"{k} = {_toml_value(v)}" for k, v in changed.items())]
+    if topology.secret_file is not None or topology.allow_unauthenticated:
+        lines += ["", "[security]"]
+        if topology.secret_file is not None:
+            lines.append(f"secret-file = {_toml_str(topology.secret_file)}")
+        if topology.allow_unauthenticated:
+            lines.append("allow-unauthenticated = true")
+    if topology.tls is not None:
+        tls = topology.tls
+        lines += ["", "[tls]", *(f"{k} = {_toml_str(getattr(tls, k))}" for k in _TLS_KEYS[:3])]
+        lines.append(f"mutual = {_toml_value(tls.mutual)}")
     for name, spec in topology.nodes.items():
         lines += ["", f"[nodes.{name}]", f"listen = {_toml_str(spec.listen)}"]
         if spec.parent is not None and topology.links is None:
@@ -739,8 +822,6 @@ def dumps(topology: Topology) -> str:
             lines.append(f"advertise = {_toml_str(format_address(*spec.advertise))}")
         if spec.description is not None:
             lines.append(f"description = {_toml_str(spec.description)}")
-        if spec.tls is not None:
-            lines.append(f"tls = {_toml_value(spec.tls)}")
     for link in topology.links or ():
         lines += ["", "[[links]]", f"a = {_toml_str(link.a)}", f"b = {_toml_str(link.b)}"]
         lines.append(f"cost = {_toml_value(float(link.cost))}")

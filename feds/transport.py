@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import ssl
 import weakref
 from collections.abc import Callable
 from typing import Any, Final
@@ -44,6 +45,7 @@ from typing import Any, Final
 import trio
 
 from feds.driver import Driver
+from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 from feds.relay import Relay
 
 __all__ = [
@@ -118,7 +120,7 @@ class Backpressure:
         self.high_water = high_water
         self.low_water = low_water
         self.max_backlog = max_backlog
-        self._congested: set[_Link] = set()
+        self._congested: dict[_Link, float] = {}  # link -> when it became congested
         self._drained = trio.Event()
 
     def update(self, link: _Link) -> None:
@@ -132,19 +134,26 @@ class Backpressure:
             if size <= self.low_water:
                 self.discard(link)
         elif size > self.high_water:
-            self._congested.add(link)
+            self._congested[link] = trio.current_time()
 
     def discard(self, link: _Link) -> None:
         """Forget ``link`` (it drained or ended) and let the readers waiting for it go on."""
         if link in self._congested:
-            self._congested.discard(link)
+            del self._congested[link]
             self._drained.set()
             self._drained = trio.Event()
 
-    async def wait_turn(self, link: _Link) -> None:
-        """Wait until no link other than ``link`` is congested."""
+    async def wait_turn(self, link: _Link) -> bool:
+        """Wait until no link other than ``link`` is congested; return whether it waited."""
+        waited = False
         while self._congested and (len(self._congested) > 1 or link not in self._congested):
+            waited = True
             await self._drained.wait()
+        return waited
+
+    def congested_since(self, link: _Link) -> float | None:
+        """When ``link`` became congested (trio's clock), or None if it is not."""
+        return self._congested.get(link)
 
 
 def backlog(relay: Relay) -> tuple[int, int]:
@@ -177,17 +186,24 @@ async def pump(
     *,
     receive_size: int = RECEIVE_SIZE,
     backpressure: Backpressure | None = None,
+    limits: NetLimits | None = DEFAULT_NET_LIMITS,
 ) -> None:
     """Move bytes between ``stream`` and ``relay`` until either ends; then close both.
 
     The pump takes over ``relay.on_output``. Cancelling it closes the relay too. Links pumped
     with the same ``backpressure`` (those of one node) pause each other's reading while one is
-    congested (:class:`Backpressure`).
+    congested (:class:`Backpressure`). With ``limits`` (None: none), the link also proves it
+    is alive and closes itself when a timeout of :class:`~feds.limits.NetLimits` expires
+    (:meth:`_Link.watchdog`). Once the relay has closed, its last bytes get
+    :data:`CLOSE_TIMEOUT` seconds to leave, then the stream is closed whatever the far side does.
     """
     link = _Link(stream, relay, backpressure)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.read_loop, receive_size)
+            nursery.start_soon(link.end_when_closed, nursery.cancel_scope)
+            if limits is not None:
+                nursery.start_soon(link.watchdog, limits)
             await link.write_loop()
             nursery.cancel_scope.cancel()
     finally:
@@ -196,6 +212,10 @@ async def pump(
         if backpressure is not None:
             backpressure.discard(link)
         link.progress()
+        # Nothing of the link may outlive it: the relay (with its actor and receive buffer)
+        # would stay reachable from the link table otherwise.
+        _links.pop(relay, None)
+        relay.on_output = None
         await trio.aclose_forcefully(stream)
 
 
@@ -225,9 +245,15 @@ class _Link:
         self.peak = 0  # the largest backlog so far
         self.signal = _Signal()  # wakes the writer task
         self.progressed = trio.Event()  # set (and replaced) when the backlog shrinks or ends
+        self.closed = trio.Event()  # set once the relay has closed
+        self.last_read = trio.current_time()  # when bytes last arrived (or reading resumed)
+        self.reading = True  # False while the reader is paused for another link's congestion
+        self.partial_since: float | None = None  # when the frame being received began
         self._flush_queued = False
         relay.on_output = self._on_output
         _links[relay] = self
+        if relay.closed:
+            self.closed.set()
 
     @property
     def backlog(self) -> int:
@@ -248,6 +274,8 @@ class _Link:
             self.backpressure.update(self)
 
     def _on_output(self) -> None:
+        if self.relay.closed:
+            self.closed.set()
         if self.driver is None:
             self.flush()
         elif not self._flush_queued:
@@ -280,7 +308,13 @@ class _Link:
         try:
             while not relay.closed:
                 if backpressure is not None:
-                    await backpressure.wait_turn(self)
+                    self.reading = False
+                    paused = trio.current_time()
+                    if await backpressure.wait_turn(self):  # time paused does not count
+                        self.last_read = now = trio.current_time()
+                        if self.partial_since is not None:
+                            self.partial_since += now - paused
+                    self.reading = True
                 if self.fd is None:
                     data = await stream.receive_some(receive_size)
                 else:
@@ -288,17 +322,68 @@ class _Link:
                 if not data:
                     relay.close("connection closed by the far side")
                     return
+                self.last_read = now = trio.current_time()
                 if driver is None:
                     relay.receive(data)
-                    continue
-                # Run what the bytes caused here, and read again only once it has all run, so
-                # the scheduler's queue holds at most one read's worth of turns per connection.
-                idle = driver.run_now(lambda data=data: relay.receive(data))
-                while not idle:
-                    await trio.lowlevel.checkpoint()
-                    idle = driver.run_now()
+                else:
+                    # Run what the bytes caused here, and read again only once it has all run,
+                    # so the scheduler's queue holds at most one read's worth of turns per
+                    # connection.
+                    idle = driver.run_now(lambda data=data: relay.receive(data))
+                    while not idle:
+                        await trio.lowlevel.checkpoint()
+                        idle = driver.run_now()
+                if not relay.partial_input:
+                    self.partial_since = None
+                elif self.partial_since is None:
+                    self.partial_since = now
         except _STREAM_ERRORS as e:
             relay.close(f"connection lost: {e or type(e).__name__}")
+
+    async def end_when_closed(self, scope: trio.CancelScope) -> None:
+        """Once the relay has closed, give its last bytes :data:`CLOSE_TIMEOUT` seconds, then
+        end the link even if a send is stuck (a far side that reads nothing)."""
+        await self.closed.wait()
+        await trio.sleep(CLOSE_TIMEOUT)
+        scope.cancel()
+
+    async def watchdog(self, limits: NetLimits) -> None:
+        """Every ``keepalive_interval``: close the relay if a timeout has expired, else ping the
+        far side if nothing arrived from it for an interval (its ``<pong>`` proves it alive)."""
+        relay = self.relay
+        started = trio.current_time()
+        while not relay.closed:
+            await trio.sleep(limits.keepalive_interval)
+            now = trio.current_time()
+            reason = self.overdue(limits, started, now)
+            if reason is not None:
+                log.warning("%r: %s", relay, reason)
+                relay.close(reason)
+                return
+            # A paused reader pings too: the far side hears from us although we do not read it.
+            if not self.reading or now - self.last_read >= limits.keepalive_interval:
+                relay.ping()
+
+    def overdue(self, limits: NetLimits, started: float, now: float) -> str | None:
+        """Why the link must end now (a timeout of ``limits`` expired), or None."""
+        relay = self.relay
+        if not relay.ready and now - started > limits.handshake_timeout:
+            return f"no handshake within {limits.handshake_timeout:g} s"
+        partial_since = self.partial_since if self.reading else None
+        if partial_since is not None and now - partial_since > limits.frame_timeout:
+            return (
+                f"frame not completed within {limits.frame_timeout:g} s "
+                f"({relay.partial_input} bytes received)"
+            )
+        if self.reading and relay.can_ping and now - self.last_read > limits.keepalive_timeout:
+            return f"nothing received for {limits.keepalive_timeout:g} s (keep-alive timeout)"
+        since = None if self.backpressure is None else self.backpressure.congested_since(self)
+        if since is not None and now - since > limits.stall_timeout:
+            return (
+                f"slow consumer: congested for {limits.stall_timeout:g} s "
+                f"({self.backlog} bytes not taken)"
+            )
+        return None
 
     async def _read_socket(self, size: int, eager: bool) -> bytes:
         """Read up to ``size`` bytes from the socket (``b""`` at its end): wait until it is
@@ -356,6 +441,13 @@ class _Link:
 _links: weakref.WeakKeyDictionary[Relay, _Link] = weakref.WeakKeyDictionary()
 
 
+def _cause(exc: BaseException) -> str:
+    """The innermost reason of a stream error (trio wraps the ``ssl.SSLError``)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return str(exc) or type(exc).__name__
+
+
 def _socket_fd(stream: trio.abc.Stream) -> int | None:
     """The file descriptor to write to directly, for a socket stream on a POSIX system.
 
@@ -378,54 +470,93 @@ async def serve_tcp(
     make_relay: Callable[[], Relay],
     *,
     backpressure: Backpressure | None = None,
+    limits: NetLimits = DEFAULT_NET_LIMITS,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``host``:``port`` and run a fresh relay over every accepted connection.
 
     ``task_status.started`` receives the listeners (see :func:`listener_port`). One failing
     connection never stops the server. ``backpressure`` is shared by every connection (see
-    :func:`pump`).
+    :func:`pump`). A connection beyond ``limits.max_connections`` is told why and closed.
+    With ``ssl_context`` every connection is TLS (a failed TLS handshake is logged and closed).
     """
     listeners = await trio.open_tcp_listeners(port, host=host)
     for listener in listeners:
         log.info("listening on %s", listener.socket.getsockname()[:2])
+    active: set[Relay] = set()  # the connections being served (closed ones as they end)
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def handle(socket_stream: trio.SocketStream) -> None:
         try:
-            peer = stream.socket.getpeername()
+            peer = socket_stream.socket.getpeername()
         except OSError:
             peer = "?"
+        stream: trio.abc.Stream = socket_stream
+        if ssl_context is not None:
+            stream = trio.SSLStream(socket_stream, ssl_context, server_side=True)
+            try:
+                with trio.fail_after(limits.handshake_timeout):
+                    await stream.do_handshake()
+            except (trio.TooSlowError, *_STREAM_ERRORS) as exc:
+                log.warning("TLS handshake with %s failed: %s", peer, _cause(exc))
+                await trio.aclose_forcefully(stream)
+                return
         try:
             relay = make_relay()
         except Exception:
             log.exception("cannot make a relay for the connection from %s", peer)
             await trio.aclose_forcefully(stream)
             return
-        log.info("accepted a connection from %s", peer)
+        open_count = sum(not r.closed for r in active)
+        if open_count >= limits.max_connections:
+            log.warning("refused a connection from %s: %d connections already", peer, open_count)
+            relay.close(f"too many connections (max {limits.max_connections})")
+        else:
+            log.info("accepted a connection from %s", peer)
+        active.add(relay)
         try:
-            await pump(stream, relay, backpressure=backpressure)
+            await pump(stream, relay, backpressure=backpressure, limits=limits)
         except Exception:
             log.exception("connection from %s failed", peer)
+        finally:
+            active.discard(relay)
         log.info("connection from %s ended: %s", peer, relay.close_reason)
 
     await trio.serve_listeners(handle, listeners, task_status=task_status)
 
 
 async def connect_tcp(
-    host: str, port: int, relay: Relay, *, backpressure: Backpressure | None = None
+    host: str,
+    port: int,
+    relay: Relay,
+    *,
+    backpressure: Backpressure | None = None,
+    limits: NetLimits | None = DEFAULT_NET_LIMITS,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> None:
     """Dial ``host``:``port`` and run ``relay`` over the connection until it ends (``pump``).
 
-    If the connection cannot be made, the relay is closed with the reason and the ``OSError``
+    If the connection cannot be made (nor, with ``ssl_context``, the TLS handshake, which checks
+    the node's certificate for ``host``), the relay is closed with the reason and an ``OSError``
     propagates (so the caller may retry with a new relay).
     """
     try:
-        stream = await trio.open_tcp_stream(host, port)
+        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
     except OSError as e:
         relay.close(f"cannot connect to {host}:{port}: {e}")
         raise
+    if ssl_context is not None:
+        stream = trio.SSLStream(stream, ssl_context, server_hostname=host)
+        try:
+            with trio.fail_after(CLOSE_TIMEOUT if limits is None else limits.handshake_timeout):
+                await stream.do_handshake()
+        except (trio.TooSlowError, *_STREAM_ERRORS) as e:
+            await trio.aclose_forcefully(stream)
+            reason = f"TLS handshake with {host}:{port} failed: {_cause(e)}"
+            relay.close(reason)
+            raise OSError(reason) from e
     log.info("connected to %s:%d", host, port)
-    await pump(stream, relay, backpressure=backpressure)
+    await pump(stream, relay, backpressure=backpressure, limits=limits)
     log.info("connection to %s:%d ended: %s", host, port, relay.close_reason)
 
 

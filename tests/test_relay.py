@@ -113,16 +113,17 @@ class Link:
 def test_handshake_reports_the_far_hello_and_initial_object() -> None:
     link = Link()
     hello, _ = link.ready["server"]
-    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", 2)
+    assert (hello.role, hello.name, hello.version) == (CLIENT, "client", PROTOCOL_VERSION)
     assert link.ready["client"][0].role == PEER
-    assert link.server.version == link.client.version == 2
+    assert link.server.version == link.client.version == PROTOCOL_VERSION
     assert isinstance(link.proxy, Ref) and link.proxy != link.target
 
 
 def test_version_negotiation_picks_the_highest_common_version() -> None:
     assert negotiate_version(1) == 1
     assert negotiate_version(2) == 2
-    assert negotiate_version(7) == 2
+    assert negotiate_version(3) == 3
+    assert negotiate_version(7) == 3
     assert negotiate_version(0) is None
 
 
@@ -718,7 +719,7 @@ def sample(label: str, fields: list[str]) -> Record:
 
 def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
     packets, events = doc_forms("Packets"), doc_forms("Events")
-    assert set(packets) == {"hello", "turn", "error"}
+    assert set(packets) == {"hello", "turn", "error", "auth", "ping", "pong"}  # auth: test_auth
     assert set(events) == {"assert", "retract", "message", "sync"}
     hello = sample("hello", packets["hello"])
     first = sample("assert", events["assert"])
@@ -733,6 +734,9 @@ def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
         relay.receive(frames(turn((0, sample(label, events[label])))))
     sched.run_until_idle()
     assert not relay.closed, relay.close_reason
+    relay.data_to_send()
+    relay.receive(frames(sample("ping", packets["ping"]), sample("pong", packets["pong"])))
+    assert relay.data_to_send() == frames(sample("pong", packets["pong"]))  # one answer
     relay.receive(frames(sample("error", packets["error"])))
     assert relay.close_reason == "peer error: why"
 

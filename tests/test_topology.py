@@ -152,13 +152,12 @@ def test_address_uses_advertise_and_maps_wildcards() -> None:
     assert t.nodes["b"].listen == "[::]:7402"
 
 
-def test_defaults_host_tls_and_description() -> None:
+def test_defaults_host_and_description() -> None:
     t = topo.loads(
         """
         description = "d"
         [defaults]
         host = "10.1.1.1"
-        tls = {cert = "c.pem"}
         [nodes.r]
         port = 7400
         description = "the root"
@@ -166,15 +165,41 @@ def test_defaults_host_tls_and_description() -> None:
         port = 7401
         host = "10.1.1.2"
         parent = "r"
-        tls = {cert = "a.pem", verify = false}
         """
     )
     assert t.listen_address("r") == ("10.1.1.1", 7400)
     assert t.listen_address("a") == ("10.1.1.2", 7401)
-    assert t.nodes["r"].tls == {"cert": "c.pem"}
-    assert t.nodes["a"].tls == {"cert": "a.pem", "verify": False}
     assert t.nodes["r"].description == "the root"
     assert topo.loads(topo.dumps(t)) == t
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[defaults]\ntls = {cert = "c.pem"}\n[nodes.r]\nport = 7400\n',
+        '[nodes.r]\nport = 7400\ntls = {cert = "c.pem"}\n',
+    ],
+)
+def test_per_node_tls_is_refused_not_ignored(text: str) -> None:
+    with pytest.raises(topo.TopologyError, match="per-node tls settings are not supported"):
+        topo.loads(text)
+
+
+def test_limits_and_security_are_read_checked_and_written_back(tmp_path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        "[limits]\nkeepalive-timeout = 9\nmax-connections = 10\n"
+        '[security]\nsecret-file = "secrets.toml"\n'
+        "[nodes.r]\nport = 7400\n"
+    )
+    t = topo.load(path)
+    assert t.limits.keepalive_timeout == 9 and t.limits.max_connections == 10
+    assert t.secret_file == str(tmp_path / "secrets.toml")  # next to the topology file
+    assert topo.loads(topo.dumps(t)) == t
+    with pytest.raises(topo.TopologyError, match="unknown limit 'max-conections'"):
+        topo.loads("[limits]\nmax-conections = 3\n[nodes.r]\nport = 7400\n")
+    with pytest.raises(topo.TopologyError, match="unknown key 'secret' in \\[security\\]"):
+        topo.loads('[security]\nsecret = "x"\n[nodes.r]\nport = 7400\n')
 
 
 def test_port_zero_only_when_allowed() -> None:
@@ -524,10 +549,7 @@ def parent_topologies(draw: st.DrawFn) -> Topology:
     extras = {}
     for name, spec in t.nodes.items():
         description = draw(st.none() | st.text(max_size=12))
-        tls = draw(st.none() | st.dictionaries(NAMES, st.text(max_size=5) | st.booleans()))
-        extras[name] = NodeSpec(
-            name, spec.host, spec.port, spec.parent, None, description, tls
-        )  # fmt: skip
+        extras[name] = NodeSpec(name, spec.host, spec.port, spec.parent, None, description)
     return Topology(t.protocol, extras, t.root, None, draw(st.none() | st.text(max_size=20)))
 
 

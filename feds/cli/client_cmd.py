@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import ssl
 import sys
 
 import trio
 
 from feds import client
+from feds.auth import AuthError, Secrets
 from feds.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -27,7 +29,12 @@ from feds.cli.common import (
 )
 from feds.runtime import figures
 from feds.syntax import format_value, to_json
+from feds.tls import client_context
 
+RECONNECT_HELP = (
+    "if the connection to the node is lost, re-dial (forever, with backoff) and assert and "
+    "observe again, instead of exiting 1"
+)
 TIMEOUT_HELP = "give up after this many seconds without an answer (default %(default)s)"
 
 
@@ -42,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
     p.add_argument("values", metavar="VALUE", nargs="+", help="values in the text syntax")
     p.add_argument("--for", dest="seconds", type=float, help="hold for this many seconds")
+    p.add_argument("--reconnect", action="store_true", help=RECONNECT_HELP)
     _common(p, _assert)
 
     p = sub.add_parser(
@@ -69,6 +77,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("pattern", metavar="PATTERN", help="a pattern in the text syntax")
     p.add_argument("--json", action="store_true", help="print JSON lines instead")
     p.add_argument("--count", type=int, help="exit (0) after this many events")
+    p.add_argument(
+        "--reconnect",
+        action="store_true",
+        help=RECONNECT_HELP + " (across the gap: '-' for each match when it goes, '+' for each "
+        "match once back; messages sent meanwhile are missed)",
+    )
     p.add_argument(
         "--timeout", type=float, help="stop after this many seconds (exit 1 if --count not met)"
     )
@@ -101,8 +115,48 @@ def _common(p: argparse.ArgumentParser, func, timeout: bool = True) -> None:
     if timeout:
         p.add_argument("--timeout", type=float, default=client.DEFAULT_TIMEOUT, help=TIMEOUT_HELP)
     p.add_argument("--name", default="feds-cli", help="client name shown in the node's status")
+    p.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="the deployment's secret file (TOML, 'client = \"...\"' or for status "
+        "'admin = \"...\"'): needed when the node requires authentication",
+    )
+    p.add_argument("--tls-ca", metavar="PATH", help="connect with TLS, trusting this CA")
+    p.add_argument("--tls-cert", metavar="PATH", help="client certificate (mutual TLS)")
+    p.add_argument("--tls-key", metavar="PATH", help="its private key")
     add_verbosity(p)
     p.set_defaults(func=lambda a: run_guarded(func, a))
+
+
+def _secrets(args: argparse.Namespace) -> Secrets | None:
+    if args.secret_file is None:
+        return None
+    try:
+        return Secrets.load(args.secret_file)
+    except AuthError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if args.tls_ca is None:
+        if args.tls_cert or args.tls_key:
+            raise UsageError("--tls-cert and --tls-key need --tls-ca")
+        return None
+    try:
+        return client_context(args.tls_ca, args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot use the TLS files: {exc}") from None
+
+
+def _connecting(args: argparse.Namespace, timeout: float | None = None) -> dict:
+    """The keyword arguments of ``client.connect`` that the common options give."""
+    return {
+        "name": args.name,
+        "timeout": args.timeout if timeout is None else timeout,
+        "secrets": _secrets(args),
+        "reconnect": getattr(args, "reconnect", False),
+        "tls": _tls(args),
+    }
 
 
 def _run(args: argparse.Namespace, main) -> int:
@@ -114,13 +168,16 @@ def _assert(args: argparse.Namespace) -> int:
     values = [value_arg(v) for v in args.values]
 
     async def main() -> int:
-        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+        async with client.connect(args.address, **_connecting(args)) as ds:
             for v in values:
                 ds.assert_(v)
             await ds.sync(args.timeout)
             hold = f"for {args.seconds:g} s" if args.seconds is not None else "until Ctrl-C"
             print(f"asserted {len(values)} value(s); holding {hold}", file=sys.stderr, flush=True)
-            await trio.sleep(math.inf if args.seconds is None else args.seconds)
+            with trio.move_on_after(math.inf if args.seconds is None else args.seconds):
+                if args.reconnect:
+                    await trio.sleep_forever()
+                await ds.wait_lost()  # the assertions are gone with the node: say so, exit 1
         return EXIT_OK
 
     return _run(args, main)
@@ -130,7 +187,7 @@ def _send(args: argparse.Namespace) -> int:
     value = value_arg(args.value)
 
     async def main() -> int:
-        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+        async with client.connect(args.address, **_connecting(args)) as ds:
             ds.send(value)
             await ds.sync(args.timeout)
         return EXIT_OK
@@ -160,7 +217,7 @@ def _watch(args: argparse.Namespace) -> int:
         connect_timeout = client.DEFAULT_TIMEOUT if args.timeout is None else args.timeout
         with trio.move_on_after(math.inf if args.timeout is None else args.timeout):
             async with (
-                client.connect(args.address, name=args.name, timeout=connect_timeout) as ds,
+                client.connect(args.address, **_connecting(args, connect_timeout)) as ds,
                 ds.observe(pattern[0]) as events,
             ):
                 async for event in events:
@@ -184,7 +241,7 @@ def _query(args: argparse.Namespace) -> int:
     pattern = pattern_arg(args.pattern)
 
     async def main() -> int:
-        async with client.connect(args.address, name=args.name, timeout=args.timeout) as ds:
+        async with client.connect(args.address, **_connecting(args)) as ds:
             matches = await ds.query(pattern[0], args.timeout)
         for captures in matches:
             print(_line(client.Event("+", captures, pattern[1]), args.json, False), flush=True)
@@ -195,7 +252,7 @@ def _query(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     async def main() -> int:
-        answer = await client.status(args.address, args.timeout)
+        answer = await client.status(args.address, args.timeout, _secrets(args), _tls(args))
         data = figures(answer)
         if args.json:
             print(json.dumps(data, indent=2, default=str))

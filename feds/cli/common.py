@@ -9,7 +9,8 @@ import sys
 import trio
 
 from feds.client import FedsError
-from feds.patterns import PatternError
+from feds.patterns import PatternError, validate
+from feds.runtime import InsecureListen, NodeFailed
 from feds.syntax import ParseError, parse, parse_pattern
 from feds.values import Value
 
@@ -44,16 +45,25 @@ def value_arg(text: str) -> Value:
 def pattern_arg(text: str) -> tuple[Value, tuple[str, ...]]:
     """A pattern from the command line, in the text syntax."""
     try:
-        return parse_pattern(text)
+        pattern = parse_pattern(text)
+        validate(pattern[0])  # a node would refuse it: say why here
+        return pattern
     except (ParseError, PatternError) as exc:
         raise UsageError(f"invalid pattern {text!r}: {exc}") from None
 
 
-def _only(exc: BaseException, kind: type[BaseException]) -> bool:
+def _only(exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
     """True if ``exc`` is a ``kind``, or a (nested) exception group of nothing else."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_only(e, kind) for e in exc.exceptions)
     return isinstance(exc, kind)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception that is not a group, inside ``exc``."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def run_trio(main) -> int:
@@ -64,8 +74,8 @@ def run_trio(main) -> int:
         if _only(exc, KeyboardInterrupt):
             print("stopped", file=sys.stderr)
             return EXIT_OK
-        if _only(exc, OSError):
-            print(f"feds: {exc}", file=sys.stderr)
+        if _only(exc, (OSError, NodeFailed, InsecureListen)):
+            print(f"feds: {_leaf(exc)}", file=sys.stderr)
             return EXIT_FAILED
         raise
     return EXIT_OK if result is None else result

@@ -7,6 +7,7 @@ import argparse
 import trio
 
 from feds import topology as topo
+from feds.auth import AuthError, Secrets
 from feds.cli.common import (
     UsageError,
     add_verbosity,
@@ -49,8 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _load(path: str) -> topo.Topology:
     try:
-        return topo.load(path)
-    except (topo.TopologyError, OSError) as exc:
+        topology = topo.load(path)
+        if topology.secret_file is not None:
+            Secrets.load(topology.secret_file)  # a bad secret file is a usage error, up front
+        return topology
+    except (topo.TopologyError, AuthError, OSError) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -93,9 +97,10 @@ def _node(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         driver = Driver()
-        runtime = NodeRuntime(driver.scheduler, spec.name, args.protocol or topology.protocol)
+        runtime = NodeRuntime.from_topology(driver.scheduler, topology, spec.name, args.protocol)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run)
+            nursery.start_soon(runtime.watch)
             port = await nursery.start(runtime.serve, spec.host, spec.port)
             _say(f"node {spec.name} listening on {spec.host}:{port}")
             if spec.parent is not None:

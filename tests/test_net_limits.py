@@ -1,0 +1,237 @@
+"""Issue 11 defects 4, 5, 6 and 9: a node's connections are bounded in memory, time and number,
+closed connections leave nothing behind, and a hung far side is noticed (real TCP, 127.0.0.1)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import weakref
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+import trio
+
+from feds import client
+from feds.actor import Actor, Ref, Turn
+from feds.codec import encode_frame
+from feds.dataspace import observe
+from feds.driver import Driver
+from feds.limits import NetLimits
+from feds.relay import CLIENT, PROTOCOL_VERSION, Hello, Relay
+from feds.runtime import NodeRuntime
+from feds.syntax import parse_pattern
+from feds.transport import pump
+from feds.values import FrozenDict, record
+from tests.recording import Recorder
+from tests.test_backpressure import DeafStream, slow_tcp
+
+FAST = NetLimits(
+    handshake_timeout=1.5,
+    frame_timeout=1.0,
+    keepalive_interval=0.2,
+    keepalive_timeout=1.5,
+    stall_timeout=1.0,
+    max_connections=8,
+)
+"""Short timeouts, so that each test waits a second or so for them (long enough for a loaded
+CI machine to complete a legitimate handshake)."""
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    with trio.fail_after(timeout):
+        while not condition():
+            await trio.sleep(0.005)
+
+
+async def start_node(
+    nursery: trio.Nursery, limits: NetLimits = FAST, name: str = "n"
+) -> tuple[NodeRuntime, int]:
+    driver = Driver()
+    nursery.start_soon(driver.run)
+    runtime = NodeRuntime(driver.scheduler, name, "observer-flood", limits=limits)
+    return runtime, await nursery.start(runtime.serve, "127.0.0.1", 0)
+
+
+def hello_frame(name: str = "raw") -> bytes:
+    return encode_frame(Hello(PROTOCOL_VERSION, CLIENT, name, FrozenDict()).to_value())
+
+
+async def raw(port: int) -> trio.SocketStream:
+    return await trio.open_tcp_stream("127.0.0.1", port)
+
+
+async def read_until_closed(stream: trio.SocketStream) -> bytes:
+    """Everything the node sends until it closes the connection."""
+    data = b""
+    with trio.fail_after(10):
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    return data
+
+
+async def collected(ref: weakref.ref) -> None:
+    with trio.fail_after(10):
+        while True:
+            gc.collect()
+            if ref() is None:
+                return
+            await trio.sleep(0.01)
+
+
+# -- defect 5: nothing of a closed connection stays reachable -----------------------------------
+
+
+async def test_a_closed_client_connection_leaves_no_relay_actor_or_buffer_behind(
+    nursery: trio.Nursery,
+) -> None:
+    runtime, port = await start_node(nursery)
+    async with client.connect(f"127.0.0.1:{port}", name="leaver") as ds:
+        ds.assert_(record("present", "leaver"))
+        await ds.sync()
+        (relay,) = runtime.relays
+        refs = [weakref.ref(relay), weakref.ref(relay.actor)]
+        del relay
+    await eventually(lambda: not runtime.relays)
+    for ref in refs:
+        await collected(ref)
+
+
+async def test_a_connection_that_sent_part_of_a_big_frame_releases_its_buffer(
+    nursery: trio.Nursery,
+) -> None:
+    runtime, port = await start_node(nursery)
+    stream = await raw(port)
+    await stream.send_all(hello_frame() + (4 * 2**20).to_bytes(4, "big") + b"\x00" * 2**20)
+    await eventually(lambda: len(runtime.relays) == 1)
+    ref = weakref.ref(next(iter(runtime.relays)))
+    await eventually(lambda: ref().partial_input >= 2**20)
+    await stream.aclose()
+    await eventually(lambda: not runtime.relays)
+    await collected(ref)
+
+
+# -- defect 6: timeouts and caps ----------------------------------------------------------------
+
+
+async def test_a_connection_that_never_says_hello_is_closed(nursery: trio.Nursery) -> None:
+    _, port = await start_node(nursery)
+    stream = await raw(port)
+    assert b"no handshake within 1.5 s" in await read_until_closed(stream)
+
+
+async def test_a_frame_sent_one_byte_at_a_time_is_closed(nursery: trio.Nursery) -> None:
+    _, port = await start_node(nursery)
+    stream = await raw(port)
+    await stream.send_all(hello_frame() + (100).to_bytes(4, "big"))
+    received = b""
+    with trio.fail_after(10), contextlib.suppress(trio.BrokenResourceError):
+        while True:  # a byte now and then keeps the connection alive, never the frame
+            with trio.move_on_after(0.05):
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    break
+                received += chunk
+            await stream.send_all(b"\x00")
+    assert b"frame not completed within 1 s" in received
+
+
+async def test_connections_beyond_the_maximum_are_refused_with_the_reason(
+    nursery: trio.Nursery,
+) -> None:
+    runtime, port = await start_node(nursery, NetLimits(max_connections=3))
+    held = [await raw(port) for _ in range(3)]
+    for stream in held:
+        await stream.send_all(hello_frame())
+    await eventually(lambda: len(runtime.relays) == 3)
+    extra = await raw(port)
+    assert b"too many connections (max 3)" in await read_until_closed(extra)
+    await held[0].aclose()
+    await eventually(lambda: len(runtime.relays) == 2)
+    async with client.connect(f"127.0.0.1:{port}") as ds:  # room again
+        await ds.sync()
+
+
+async def test_assertions_per_node_are_bounded_over_all_connections(
+    nursery: trio.Nursery,
+) -> None:
+    runtime, port = await start_node(nursery, NetLimits(max_node_assertions=10))
+    async with client.connect(f"127.0.0.1:{port}", name="first") as first:
+        for i in range(6):
+            first.assert_(record("x", i))
+        await first.sync()
+        async with client.connect(f"127.0.0.1:{port}", name="second") as second:
+            for i in range(6):
+                second.assert_(record("y", i))
+            with pytest.raises(client.FedsError, match="too many assertions"):
+                await second.sync(5)
+        await first.sync()  # the first connection is not affected
+        assert runtime.budget.used == 6
+    await eventually(lambda: runtime.budget.used == 0)
+
+
+def test_limits_are_checked() -> None:
+    with pytest.raises(ValueError, match="must be a positive"):
+        NetLimits(max_connections=0)
+    with pytest.raises(ValueError, match="unknown limit 'max-conections'"):
+        NetLimits.from_mapping({"max-conections": 3})
+    assert NetLimits.from_mapping({"keepalive-timeout": 9}).keepalive_timeout == 9
+
+
+# -- defect 9: a hung far side is noticed -------------------------------------------------------
+
+
+async def test_a_silent_far_side_is_cut_by_the_keepalive(nursery: trio.Nursery) -> None:
+    """A peer that completed its handshake, then fell silent (SIGSTOP looks like this)."""
+    _, port = await start_node(nursery)
+    stream = await raw(port)
+    await stream.send_all(hello_frame())
+    data = await read_until_closed(stream)
+    assert b"nothing received for 1.5 s (keep-alive timeout)" in data
+
+
+async def test_an_idle_but_live_client_is_kept(nursery: trio.Nursery) -> None:
+    runtime, port = await start_node(nursery)
+    async with client.connect(f"127.0.0.1:{port}", limits=FAST) as ds:
+        await trio.sleep(4 * FAST.keepalive_timeout)  # idle for longer than the timeout
+        await ds.sync()
+    assert runtime.relays == set() or all(not r.closed for r in runtime.relays)
+
+
+# -- defect 4: a watcher that stops reading does not freeze the node ----------------------------
+
+
+async def test_a_watcher_that_stops_reading_is_cut_and_the_node_serves_the_others(
+    nursery: trio.Nursery,
+) -> None:
+    """``feds watch TAIL '<msg $i>' | sleep 1000`` with a publisher: the node stops reading the
+    publisher while the watcher's link is congested, but only for ``stall_timeout``."""
+    runtime, port = await start_node(nursery)
+    driver = Driver()
+    nursery.start_soon(driver.run)
+    subscribed = trio.Event()
+
+    def ready(turn: Turn, hello: Hello, access: Ref) -> None:
+        watcher = Ref(Actor(driver.scheduler, "watch").root, Recorder())
+        turn.publish(access, observe(parse_pattern("<msg $p>")[0], watcher))
+        turn.sync(access, lambda t: subscribed.set())
+
+    stream = DeafStream(await slow_tcp(port))
+    alive = NetLimits(keepalive_interval=0.1, keepalive_timeout=100)  # sends, never complains
+    relay = Relay(driver.scheduler, "deaf", CLIENT, on_ready=ready)
+    nursery.start_soon(partial(pump, stream, relay, limits=alive))
+    with trio.fail_after(10):
+        await subscribed.wait()
+    stream.deaf = True
+    (to_deaf,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "deaf"]
+
+    async with client.connect(f"127.0.0.1:{port}", name="publisher") as pub:
+        payload = b"x" * 8192
+        for i in range(2000):
+            pub.send(record("msg", payload))
+            if i % 50 == 49:
+                await pub.drain(30)
+        await pub.sync(30)
+    assert to_deaf.closed and to_deaf.close_reason.startswith("slow consumer: congested for 1 s")
+    async with client.connect(f"127.0.0.1:{port}", name="other") as other:
+        await other.sync(5)
