@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
+from feds.admission import refusal
 from feds.dataspace import Dataspace
 from feds.protocols import Protocol, make_protocol
 from feds.values import Record, Symbol, Value
@@ -221,6 +222,10 @@ class LocalAccess(Entity):
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         node = self.node
+        refused = refusal(node.actor, value)  # see feds.admission
+        if refused is not None:
+            log.warning("node %s: refused %s", node.name, refused)
+            return
         self.handles[handle] = turn.publish(node.fragment, node.protocol.wrap(node, value))
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
