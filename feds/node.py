@@ -37,6 +37,7 @@ log = logging.getLogger("feds.node")
 UPLINK = Symbol("uplink")
 ACCEPTED = Symbol("accepted")
 FSYNC = Symbol("fsync")
+LOCAL_SYNC = Symbol("local-sync")
 
 
 class Node:
@@ -225,6 +226,10 @@ class LocalAccess(Entity):
         refused = refusal(node.actor, value)  # see feds.admission
         if refused is not None:
             log.warning("node %s: refused %s", node.name, refused)
+            return
+        if _is_record(value, LOCAL_SYNC, 1) and value.fields[0].__class__ is Ref:
+            reply = value.fields[0]  # a sync of this node only: flush, answer, keep nothing
+            node.local_flush(turn, lambda t: t.message(reply, True))
             return
         self.handles[handle] = turn.publish(node.fragment, node.protocol.wrap(node, value))
 
