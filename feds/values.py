@@ -27,7 +27,9 @@ sequence, set or dict equals another only if their parts are equal in this sense
 * a set or dict cannot hold two elements (keys) that Python finds equal, such as ``1`` and
   ``true``: the parser and the codec refuse such input with a clear error (a Python ``set`` has
   already merged them before :func:`from_python` sees it). Two sets are equal only if their
-  elements are, type-exactly: ``#{1}`` is not ``#{true}``.
+  elements are, type-exactly: ``#{1}`` is not ``#{#t}`` for :func:`exact_equal`, inside records
+  and dicts, and in every table keyed by :func:`exact_key` (a bare ``frozenset``'s or
+  ``tuple``'s own ``==`` stays Python's).
 
 Every NaN that enters through :func:`from_python`, the parser or the codec is replaced by the
 single object :data:`NAN`, so NaN equals itself inside containers and a NaN assertion can be
@@ -39,7 +41,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from math import copysign
 from typing import Any, TypeAlias
 
@@ -361,6 +363,23 @@ def exact_key(v: Value) -> Value:
                 return _Exact(v)
         return v
     return v if _plain(v) else _Exact(v)
+
+
+def merge_note(items: Iterable[Value]) -> str:
+    """What to add to a "duplicate element (key)" error about ``items``: nothing if two of them
+    are the same value, else which two different values Python takes for one (``1`` and
+    ``true``), since a set or dict cannot hold both."""
+    seen: dict[Value, Value] = {}
+    for x in items:
+        twin = seen.setdefault(x, x)
+        if twin is not x:
+            if exact_equal(twin, x):
+                return ""
+            return (
+                f" ({twin!r} and {x!r} are different values, but a set or dict cannot hold both:"
+                " Python takes them for one)"
+            )
+    return ""
 
 
 def key_value(k: Value) -> Value:
