@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from feds.actor import Entity, Handle, Scheduler, Turn
 from feds.codec import SET, CodecError, Decoder, Encoder, decode, encode
+from feds.dataspace import Dataspace, observe
 from feds.index import Index
 from feds.patterns import compile_pattern, match
 from feds.syntax import ParseError, parse
@@ -150,3 +152,31 @@ def test_sets_and_dicts_of_different_values_are_different() -> None:
     assert 1 in d and True not in d and 1.0 not in d and d[1] == Symbol("a")
     with pytest.raises(KeyError):
         d[True]
+
+
+def test_a_dataspace_publishes_and_retracts_each_of_two_python_equal_matches() -> None:
+    class Seen(Entity):
+        def __init__(self) -> None:
+            self.live: dict[Handle, Value] = {}
+
+        def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+            self.live[handle] = value
+
+        def on_retract(self, turn: Turn, handle: Handle) -> None:
+            del self.live[handle]
+
+    scheduler = Scheduler()
+    seen = Seen()
+    held: list[Handle] = []
+
+    def boot(t: Turn) -> None:
+        ds = t.ref(Dataspace())
+        t.publish(ds, observe(rec("x", bind()), t.ref(seen)))
+        held.extend(t.publish(ds, Record(X, (v,))) for v in (1, True, 1.0))
+
+    actor = scheduler.spawn(boot)
+    scheduler.run_until_idle()
+    assert sorted(map(tagged, seen.live.values())) == sorted(tagged((v,)) for v in (1, True, 1.0))
+    scheduler.enqueue(actor, actor.root, lambda t: t.retract(held[1]))
+    scheduler.run_until_idle()
+    assert sorted(map(tagged, seen.live.values())) == sorted(tagged((v,)) for v in (1, 1.0))
