@@ -14,31 +14,21 @@ import pytest
 import trio
 
 from feds import client, topology
-from feds.actor import Entity, Handle, Scheduler, Turn
+from feds.actor import Handle, Scheduler, Turn
 from feds.blocking import BlockingClient
 from feds.dataspace import Dataspace, observe
 from feds.meta import observing, quote
 from feds.patterns import match
 from feds.runtime import Overlay, run_overlay
 from feds.syntax import parse_pattern
-from feds.values import Value, record
+from feds.values import record
+from tests.recording import Recorder
+from tests.test_supervision import CHAIN
 from tests.threaded import served_in_thread
-
-CHAIN = """
-protocol = "aggregate-subs"
-[nodes.root]
-listen = "127.0.0.1:0"
-[nodes.mid]
-listen = "127.0.0.1:0"
-parent = "root"
-[nodes.tail]
-listen = "127.0.0.1:0"
-parent = "mid"
-"""
 
 
 async def start(nursery: trio.Nursery, protocol: str = "aggregate-subs") -> Overlay:
-    topo = topology.loads(CHAIN, allow_ephemeral=True)
+    topo = topology.loads(CHAIN, allow_ephemeral=True)  # root <- mid <- tail
     overlay: Overlay = await nursery.start(
         lambda task_status: run_overlay(
             topo, protocol=protocol, any_port=True, task_status=task_status
@@ -135,20 +125,9 @@ async def test_sync_local_waits_for_this_node_only() -> None:
             nursery.cancel_scope.cancel()
 
 
-class Seen(Entity):
-    def __init__(self) -> None:
-        self.live: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.live[handle] = value
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        del self.live[handle]
-
-
 def test_observing_matches_the_interest_of_observers() -> None:
     scheduler = Scheduler()
-    meta, anyone, seen = Seen(), Seen(), []
+    meta, anyone, seen = Recorder(), Recorder(), []
     held: dict[str, Handle] = {}
 
     def boot(t: Turn) -> None:
@@ -157,8 +136,8 @@ def test_observing_matches_the_interest_of_observers() -> None:
         t.publish(ds, observe(observing("<search $q _>"), t.ref(meta)))
         t.publish(ds, observe(observing("<search _ _>"), t.ref(anyone)))
         for text in ('<search "cats" $r>', '<search "dogs" $r>', "<search $q $r>"):
-            held[text] = t.publish(ds, observe(parse_pattern(text)[0], t.ref(Seen())))
-        t.publish(ds, observe(parse_pattern('<search "cats">')[0], t.ref(Seen())))  # one field
+            held[text] = t.publish(ds, observe(parse_pattern(text)[0], t.ref(Recorder())))
+        t.publish(ds, observe(parse_pattern('<search "cats">')[0], t.ref(Recorder())))  # one field
 
     actor = scheduler.spawn(boot)
     scheduler.run_until_idle()

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from feds.actor import Entity, Handle, Scheduler, Turn
+from feds.actor import Handle, Scheduler, Turn
 from feds.codec import SET, CodecError, Decoder, Encoder, decode, encode
 from feds.dataspace import Dataspace, observe
 from feds.index import Index
@@ -25,6 +25,7 @@ from feds.syntax import ParseError, parse
 from feds.values import FrozenDict, Record, Symbol, Value, exact_equal, exact_key, sort_key
 from tests.builders import bind, lit, one_of, rec
 from tests.pattern_strategies import twin_of, values
+from tests.recording import Recorder
 from tests.strategies import tagged
 
 X = Symbol("x")
@@ -155,18 +156,8 @@ def test_sets_and_dicts_of_different_values_are_different() -> None:
 
 
 def test_a_dataspace_publishes_and_retracts_each_of_two_python_equal_matches() -> None:
-    class Seen(Entity):
-        def __init__(self) -> None:
-            self.live: dict[Handle, Value] = {}
-
-        def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-            self.live[handle] = value
-
-        def on_retract(self, turn: Turn, handle: Handle) -> None:
-            del self.live[handle]
-
     scheduler = Scheduler()
-    seen = Seen()
+    seen = Recorder()
     held: list[Handle] = []
 
     def boot(t: Turn) -> None:

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from feds import client, topology
-from feds.actor import Entity, Handle, Ref, Scheduler, Turn
+from feds.actor import Ref, Scheduler
 from feds.admission import refusal
 from feds.dataspace import OBSERVE
 from feds.node import Node, connect_in_process
@@ -22,21 +22,11 @@ from feds.pattern_forms import DISCARD, bind, rec_group
 from feds.protocols import protocol_names
 from feds.runtime import figures, run_overlay
 from feds.values import Record, Symbol, Value, record
+from tests.recording import Recorder
 
 X = Symbol("x")
 BOUND = 50_000
 """Turns a three-node overlay may take to settle after one step; more means a runaway."""
-
-
-class Watcher(Entity):
-    def __init__(self) -> None:
-        self.live: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.live[handle] = value
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        self.live.pop(handle, None)
 
 
 class Chain:
@@ -51,7 +41,7 @@ class Chain:
         connect_in_process(self.scheduler, self.mid, self.root)
         connect_in_process(self.scheduler, self.tail, self.mid)
         self.settle()
-        self.watcher = Watcher()
+        self.watcher = Recorder()
         self.act(
             lambda t: t.publish(
                 self.tail.access, Record(OBSERVE, (x_pattern(), t.ref(self.watcher)))
@@ -79,7 +69,7 @@ def test_refusal_names_what_is_wrong_with_an_observe() -> None:
     scheduler = Scheduler()
     node = Node(scheduler, "n", "copy-up")
     refs: list[Ref] = []
-    scheduler.spawn(lambda t: refs.append(t.ref(Watcher())))
+    scheduler.spawn(lambda t: refs.append(t.ref(Recorder())))
     scheduler.run_until_idle()
     assert "not a reference: 5" in str(refusal(node.actor, Record(OBSERVE, (DISCARD, 5))))
     for own in (node.access, node.fragment, node.service):
