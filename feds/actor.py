@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from feds.values import Embedded, Value
+from feds.values import Embedded, Value, register_reference_class
 
 log = logging.getLogger("feds.actor")
 
@@ -79,6 +79,9 @@ class Ref(Embedded):
 
     def __repr__(self) -> str:
         return f"<ref {type(self.entity).__name__}@{self.actor.name}>"
+
+
+register_reference_class(Ref)
 
 
 class Facet:

@@ -24,8 +24,11 @@ Representation choices (all equivalent to the paper's, chosen for speed in CPyth
 * **Type-exact keys.** Equality of values is type-exact (``1``, ``1.0`` and ``True`` differ; see
   :mod:`feds.values`), Python's is not, so every table keyed by values is keyed by
   :func:`~feds.values.exact_key`: the bag (a record is its own key, anything else costs one
-  call), the const tables (a constant of a plain class is its own key: one set membership test
-  per lookup), the captures bags of handlers that keep one, and record labels in classes.
+  call), the captures bags of handlers that keep one, and record labels in classes. The const
+  tables are keyed by :func:`~feds.values.probe_key`, which wraps integers too and whose
+  wrappers equal the raw value: a raw constant finds exactly its own leaf, so a retraction and
+  a message look up the raw constant (no cost), and only an assertion, which may insert a key,
+  converts a constant that is not a string, symbol, reference... (one set membership test).
 * **The bag and the canonical copy.** The bag maps each asserted value's key to its *canonical*
   copy (the object first asserted); counts above one live in a side table. Every cache holds the
   canonical object keyed by its ``id`` (an int hashes in C, a Record hashes in Python), and a
@@ -76,13 +79,13 @@ from typing import Any
 from feds.patterns import Check, Path, Skeleton
 from feds.values import (
     EXACT_LOOKUP_CLASSES,
-    SELF_KEY_CLASSES,
     FrozenDict,
     Record,
     Symbol,
     Value,
     exact_key,
     key_value,
+    probe_key,
 )
 
 Callback = Callable[[str, tuple], Any]
@@ -309,9 +312,9 @@ def _complete(skeleton: Skeleton) -> bool:
 
 
 def _const_key(values: tuple) -> Any:
-    """Key of a const table's leaves: the exact key of the value for one path, else of the
+    """Key of a const table's leaves: the probe key of the value for one path, else of the
     tuple (as the generated walkers compute it)."""
-    return exact_key(values[0] if len(values) == 1 else values)
+    return probe_key(values[0] if len(values) == 1 else values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,7 +344,8 @@ class _Gen:
         self.params: dict[str, Any] = {
             "MISSING": MISSING,
             "KEY": exact_key,
-            "PLAIN": SELF_KEY_CLASSES,
+            "PKEY": probe_key,
+            "SAFE": EXACT_LOOKUP_CLASSES,
             "FIND": _find,
         }
 
@@ -379,9 +383,19 @@ class _Gen:
         """Statements setting ``key`` to the const-table key of ``v`` (see :func:`_const_key`):
         a constant of a plain class is its own key, found without a call."""
         exprs = [self.path(p, kinds) for p in paths]
-        if len(exprs) != 1:
-            return ["key = KEY((" + "".join(e + ", " for e in exprs) + "))"]
-        return [f"key = {exprs[0]}", "if key.__class__ not in PLAIN:", "    key = KEY(key)"]
+        if len(exprs) == 1:
+            return [f"key = {exprs[0]}", "if key.__class__ not in SAFE:", "    key = PKEY(key)"]
+        lines = ["key = (" + "".join(e + ", " for e in exprs) + ")"]
+        if exprs:  # the key of no constants is () itself
+            tests = " or ".join(f"key[{i}].__class__ not in SAFE" for i in range(len(exprs)))
+            lines += [f"if {tests}:", "    key = PKEY(key)"]
+        return lines
+
+    def probe(self, paths: tuple[Path, ...], kinds: dict) -> str:
+        """The raw key of ``v`` for a lookup (not an insertion) in a const table: it finds its
+        own leaf and no other (see :func:`~feds.values.probe_key`)."""
+        exprs = [self.path(p, kinds) for p in paths]
+        return exprs[0] if len(exprs) == 1 else "(" + "".join(e + ", " for e in exprs) + ")"
 
     def source(self, body: list[str]) -> str:
         return f"def make({', '.join(self.params)}):\n" + "".join(f"    {b}\n" for b in body)
@@ -662,7 +676,7 @@ class _Walkers:
             f"        {lv}[key] = {{id(leaf): leaf, id(v): v}}",
         ]
         rem = [
-            *key,
+            f"key = {g.probe(table.paths, node.kinds)}",
             f"leaf = {lv}[key]",
             "if leaf is v:",  # a single-value handler-less leaf
             f"    del {lv}[key]",
@@ -678,8 +692,7 @@ class _Walkers:
             f"        del {lv}[key]",
         ]
         msg = [
-            *key,
-            f"leaf = {lv}.get(key)",
+            f"leaf = {lv}.get({g.probe(table.paths, node.kinds)})",
             "if leaf.__class__ is Leaf:",
             *_indent(p_msg, 4),
         ]

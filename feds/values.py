@@ -269,13 +269,25 @@ ATOM_TYPES = (bool, int, float, str, bytes, Symbol)
 
 # ---- type-exact equality ------------------------------------------------------------------
 
-EXACT_LOOKUP_CLASSES = frozenset({str, bytes, Symbol, type(None), Record, FrozenDict})
+EXACT_LOOKUP_CLASSES = {str, bytes, Symbol, type(None), Record, FrozenDict}
 """Classes whose values Python never finds equal to a value of another class (or of the same
-class but different in feds): a dict lookup by such a key is type-exact as it is."""
+class but different in feds): a dict lookup by such a key is type-exact as it is. Reference
+classes join through :func:`register_reference_class`."""
 
 SELF_KEY_CLASSES = EXACT_LOOKUP_CLASSES | {int}
 """Classes that are their own :func:`exact_key`: an ``int`` is one too, because every key that
 could equal it in Python (a boolean, a float, a sequence holding one...) is wrapped."""
+
+
+def register_reference_class(cls: type) -> None:
+    """Declare that ``cls`` (an :class:`Embedded` subclass) compares equal only to its own
+    instances, so its values are exact keys as they are (the index then finds them without a
+    call). An unregistered reference class is still an exact key, found through a call."""
+    if not issubclass(cls, Embedded):
+        raise TypeError(f"{cls.__name__} is not an Embedded subclass")
+    EXACT_LOOKUP_CLASSES.add(cls)
+    SELF_KEY_CLASSES.add(cls)
+
 
 _DEEP = frozenset({float, tuple, frozenset})
 """Classes whose values, equal in Python, :func:`_same_kinds` must look into."""
@@ -319,16 +331,22 @@ def exact_equal(a: Value, b: Value) -> bool:
 
 
 class _Exact:
-    """A dict key for a value whose Python equality is not feds's (see :func:`exact_key`)."""
+    """A dict key for a value whose Python equality is not feds's (see :func:`exact_key`).
+
+    It hashes as its value and equals (type-exactly) its value or another key of it, so a
+    table holding it can be probed with the raw value (see :func:`probe_key`).
+    """
 
     __slots__ = ("_hash", "value")
 
     def __init__(self, value: Value) -> None:
         self.value = value
-        self._hash = hash((value.__class__, value))
+        self._hash = hash(value)
 
     def __eq__(self, other: object) -> bool:
-        return other.__class__ is _Exact and exact_equal(self.value, other.value)  # type: ignore[attr-defined]
+        if other.__class__ is _Exact:
+            other = other.value  # type: ignore[attr-defined]
+        return exact_equal(self.value, other)
 
     def __hash__(self) -> int:
         return self._hash
@@ -380,6 +398,24 @@ def merge_note(items: Iterable[Value]) -> str:
                 " Python takes them for one)"
             )
     return ""
+
+
+def probe_key(v: Value) -> Value:
+    """A dict key for ``v`` like :func:`exact_key`, for tables probed with raw values (the
+    index's constant tables): here integers are wrapped too, so that only values of
+    :data:`EXACT_LOOKUP_CLASSES` (and sequences of them) are their own keys, and every other
+    key is a wrapper that equals the raw value. In a table whose keys all come from this
+    function, a raw value finds exactly its own key (``True`` never finds ``1``): only what
+    is inserted needs converting."""
+    cls = v.__class__
+    if cls in EXACT_LOOKUP_CLASSES:
+        return v
+    if cls is tuple:
+        for x in v:
+            if x.__class__ not in EXACT_LOOKUP_CLASSES:
+                return _Exact(v)
+        return v
+    return _Exact(v)
 
 
 def key_value(k: Value) -> Value:
