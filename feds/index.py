@@ -32,8 +32,8 @@ Representation choices (all equivalent to the paper's, chosen for speed in CPyth
 * **The bag and the canonical copy.** The bag maps each asserted value's key to its *canonical*
   copy (the object first asserted); counts above one live in a side table. Every cache holds the
   canonical object keyed by its ``id`` (an int hashes in C, a Record hashes in Python), and a
-  removal walks with the canonical object, so a check such as ``<type integer>`` sees the same
-  value on removal as on addition even when ``1`` is retracted by an equal ``True``.
+  removal walks with the canonical object, so the leaf caches (keyed by ``id``) find it, and a
+  check sees the very objects on removal that it saw on addition.
 * **Caches are not duplicated.** The root continuation's cache *is* the bag, and a node with a
   const table keeps no cache of its own: every value of the node is in exactly one leaf of each
   table, so the leaves of any table are the cache (rebuilt as a dict if the last table goes).
