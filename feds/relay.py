@@ -39,6 +39,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from itertools import chain
+from types import MappingProxyType
 from typing import Final
 
 import msgpack
@@ -106,8 +107,14 @@ MINE: Final = 0
 YOURS: Final = 1
 """Wire tag of an embedded reference to an object the *receiver* exported earlier."""
 
-DEFAULT_MAX_HANDLES: Final = 100_000
-"""Default bound on the far side's live assertions per connection."""
+DEFAULT_MAX_HANDLES: Final[Mapping[str, int]] = MappingProxyType(
+    {CLIENT: 100_000, ADMIN: 1_000, PEER: 10_000_000}
+)
+"""Default bound on the far side's live assertions per connection, by the role in its hello.
+
+A client or admin tool holds only its own assertions; a node link (``peer``) carries what a
+whole subtree asserts (copy-up sends everything towards the root), so its bound is far higher.
+"""
 
 _MAX_ID: Final = 2**63
 _ATOMS: Final = frozenset({type(None), bool, int, float, str, bytes, Symbol})
@@ -485,6 +492,9 @@ class Relay:
     ``on_ready(turn, hello, remote_initial)`` runs in a turn of the relay actor once the far
     side's hello is accepted; ``remote_initial`` is a proxy for the far side's oid 0 (events
     to it are dropped there if it exposes nothing).
+    ``max_handles`` bounds the far side's live assertions here: one number, or a bound per role
+    the far side may say it has in its hello (:data:`DEFAULT_MAX_HANDLES`; a role missing from
+    the mapping may assert nothing).
     ``authenticate(hello)`` may return a reason to reject the far side. ``on_output()`` is called
     whenever bytes become available from :meth:`data_to_send` (and when the relay closes);
     ``on_close(relay)`` once, when it closes.
@@ -498,7 +508,7 @@ class Relay:
         initial: Ref | Callable[[Hello], Ref | None] | None = None,
         *,
         limits: Limits = DEFAULT_LIMITS,
-        max_handles: int = DEFAULT_MAX_HANDLES,
+        max_handles: int | Mapping[str, int] = DEFAULT_MAX_HANDLES,
         auth: Mapping[str, Value] | None = None,
         authenticate: Authenticator | None = None,
         on_ready: ReadyCallback | None = None,
@@ -512,7 +522,9 @@ class Relay:
         self.role = role
         self.initial = initial
         self.limits = limits
-        self.max_handles = max_handles
+        self.handle_limits = max_handles
+        self.max_handles = max_handles if isinstance(max_handles, int) else 0
+        """The bound in force: set from ``handle_limits`` by the far side's role at its hello."""
         self.authenticate = authenticate
         self.on_ready = on_ready
         self.on_close = on_close
@@ -651,6 +663,8 @@ class Relay:
                 self._membrane.export(chosen, oid=0, pinned=True)
         self.remote_hello = hello
         self.version = version
+        if not isinstance(self.handle_limits, int):
+            self.max_handles = self.handle_limits.get(hello.role, 0)
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
             self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref

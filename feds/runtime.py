@@ -11,6 +11,7 @@ its links in memory and each node listening on TCP.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import trio
@@ -18,7 +19,7 @@ import trio
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn
 from feds.driver import Driver
 from feds.node import Node
-from feds.relay import ADMIN, CLIENT, PEER, Hello, Relay
+from feds.relay import ADMIN, CLIENT, DEFAULT_MAX_HANDLES, PEER, Hello, Relay
 from feds.topology import Topology
 from feds.transport import (
     Backpressure,
@@ -65,8 +66,17 @@ class NodeRuntime:
     others.
     """
 
-    def __init__(self, scheduler: Scheduler, name: str, protocol: str) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        name: str,
+        protocol: str,
+        *,
+        max_handles: int | Mapping[str, int] = DEFAULT_MAX_HANDLES,
+    ) -> None:
         self.scheduler = scheduler
+        self.max_handles = max_handles
+        """Bound on the live assertions of each connection's far side, by its role (see Relay)."""
         self.node = Node(self.scheduler, name, protocol)
         self.scheduler.run_until_idle()
         self.status_ref = Ref(self.node.facet, StatusService(self))
@@ -110,6 +120,7 @@ class NodeRuntime:
             self.name,
             PEER,
             initial=self._initial_for,
+            max_handles=self.max_handles,
             on_close=self.relays.discard,
         )
         self.relays.add(relay)
@@ -134,7 +145,14 @@ class NodeRuntime:
             for facet in uplink:
                 self.scheduler.enqueue(node.actor, node.facet, lambda t, f=facet: t.stop(f))
 
-        relay = Relay(self.scheduler, self.name, PEER, on_ready=ready, on_close=closed)
+        relay = Relay(
+            self.scheduler,
+            self.name,
+            PEER,
+            max_handles=self.max_handles,
+            on_ready=ready,
+            on_close=closed,
+        )
         self.relays.add(relay)
         return relay
 

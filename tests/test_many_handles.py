@@ -1,10 +1,16 @@
-"""Retracting many handles at once costs work linear in their number (counted, not timed).
+"""Many handles at once: retracting them costs linear work, and node links carry them.
+
+**Retraction.** Retracting many handles at once costs work linear in their number (counted,
+not timed).
 
 A client that leaves, a publication replaced in one turn and a link that goes down each retract
 every handle involved in one turn, at every node of a 3-node chain (over real relays). The work
 is counted as the Python and C calls made while the overlay settles, with handles that count
 their own comparisons as calls (so a scan of a list of handles shows up): ten times the handles
 must cost about ten times the work, never about a hundred times.
+
+**Limits by role.** A connection bounds its far side's live assertions by the far side's role: a
+client's bound is far below a node link's, which carries a whole subtree's publications.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Callable
 import pytest
 
 from feds.actor import Handle, Ref, Scheduler, Turn
-from feds.relay import CLIENT, Relay, exchange
+from feds.relay import CLIENT, DEFAULT_MAX_HANDLES, PEER, Relay, exchange
 from feds.runtime import NodeRuntime
 from feds.values import record
 
@@ -40,15 +46,18 @@ class CountedHandle(int):
 class Chain:
     """Nodes n0 <- n1 <- n2 on one scheduler, linked by relays; a client at n2 publishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: bool = True) -> None:
         self.scheduler = Scheduler()
-        self.scheduler._handles = map(CountedHandle, itertools.count(1))  # type: ignore[assignment]
+        if counted:
+            self.scheduler._handles = map(CountedHandle, itertools.count(1))  # type: ignore[assignment]
         self.runtimes = [NodeRuntime(self.scheduler, f"n{i}", "copy-up") for i in range(3)]
         r = self.runtimes
         self.links = [(r[1].uplink_relay(), r[0].accept_relay())]
         self.links.append((r[2].uplink_relay(), r[1].accept_relay()))
         target: list[Ref] = []
-        self.client = Relay(self.scheduler, "c", CLIENT, on_ready=lambda t, h, ref: target.append(ref))
+        self.client = Relay(
+            self.scheduler, "c", CLIENT, on_ready=lambda t, h, ref: target.append(ref)
+        )
         self.links.append((self.client, r[2].accept_relay()))
         self.settle()
         self.target = target[0]
@@ -129,3 +138,48 @@ def test_retracting_many_handles_costs_linear_work(change: Callable[[Chain], Non
         after = chain.at_root()
         assert after == full if change is replace else after <= empty
     assert work[1] < LINEAR * work[0], f"10x the handles cost {work[1] / work[0]:.0f}x the work"
+
+
+def test_a_200000_row_publication_crosses_a_3_node_chain() -> None:
+    """Published at the leaf node itself (as a Spark leaf does), copy-up carries every row over
+    both node links to the root: more than a client connection may hold, within a link's bound."""
+    n = 200_000
+    chain = Chain(counted=False)
+    empty = chain.at_root()
+    leaf = chain.runtimes[2].node
+    chain.act(lambda t: [t.publish(leaf.access, record("row", i)) for i in range(n)])
+    assert not any(a.closed or b.closed for a, b in chain.links)
+    assert chain.at_root() >= empty + n
+    up, down = chain.links[0]
+    assert up.live_handles()[0] + down.live_handles()[0] >= n > DEFAULT_MAX_HANDLES[CLIENT]
+
+
+def bounded_server(far_role: str, limits: dict[str, int]) -> tuple[Relay, Callable[[int], None]]:
+    """A server relay with ``limits`` and a far side of ``far_role``; ``publish(k)`` makes the
+    far side assert ``k`` more values at the server and settles."""
+    scheduler = Scheduler()
+    server = Relay(scheduler, "server", PEER, max_handles=limits)
+    target: list[Ref] = []
+    far = Relay(scheduler, "far", far_role, on_ready=lambda t, h, ref: target.append(ref))
+    actor = scheduler.spawn(lambda t: None)
+
+    def publish(k: int) -> None:
+        scheduler.enqueue(actor, actor.root, lambda t: [t.publish(target[0], i) for i in range(k)])
+        while True:
+            scheduler.run_until_idle()
+            if not exchange(far, server) and scheduler.idle():
+                return
+
+    publish(0)
+    return server, publish
+
+
+@pytest.mark.parametrize("role", [CLIENT, PEER])
+def test_the_handle_bound_follows_the_far_sides_role(role: str) -> None:
+    limits = {CLIENT: 2, PEER: 5}
+    server, publish = bounded_server(role, limits)
+    assert server.max_handles == limits[role]
+    publish(limits[role])
+    assert not server.closed and server.live_handles()[0] == limits[role]
+    publish(1)
+    assert server.closed and server.close_reason == f"too many live handles (max {limits[role]})"
