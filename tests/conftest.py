@@ -49,6 +49,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         sql.SparkSession.builder.master("local[2,2]")
         .appName("feds-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.extraJavaOptions", java)

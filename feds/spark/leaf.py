@@ -234,6 +234,14 @@ class Leaf:
 
         return self.call(read)
 
+    def staged_rows(self) -> int:
+        """Rows staged by tasks and not yet committed or aborted."""
+
+        async def count() -> int:
+            return sum(map(len, self.holder.publications.staged.values()))
+
+        return self.call(count)
+
     def close(self) -> None:
         """Leave the overlay (everything published is retracted) and stop the thread."""
         if self._stop is not None and self._token is not None and not self._stop.is_set():
