@@ -6,6 +6,7 @@ and a watcher at ``b1`` (another subtree) sees what it publishes.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -25,7 +26,7 @@ from feds.blocking import BlockingClient
 from feds.client import connect
 from feds.runtime import Overlay, run_overlay
 from feds.topology import load
-from feds.values import record
+from feds.values import FrozenDict, record
 from tests.threaded import served_in_thread
 
 BINARY7 = load(Path(__file__).resolve().parent.parent / "topology" / "binary7.toml")
@@ -204,3 +205,178 @@ def test_message_mode_sends_each_row_once_with_its_sequence(
         ("note", None, 0, 2, "z"),
     ]
     assert leaf.published("note") == []
+
+
+# -- streaming writes -----------------------------------------------------------------------------
+
+
+def ticks(spark: Any, rows: int) -> Any:
+    """A bounded stream: ``rows`` rows per micro-batch, values 0, 1, 2, ..."""
+    return (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows)
+        .option("numPartitions", 2)
+        .load()
+    )
+
+
+def run_available(stream: Any, checkpoint: Path, publication: str, output: str = "append") -> None:
+    """Run the stream into ``publication`` until everything available is written."""
+    query = (
+        stream.writeStream.format("feds")
+        .option("publication", publication)
+        .option("checkpointLocation", str(checkpoint))
+        .outputMode(output)
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(DEADLINE), "the availableNow query did not finish in time"
+    assert query.exception() is None
+
+
+def test_streaming_append_and_a_replayed_micro_batch(
+    spark: Any, leaf: Any, watcher: Any, tmp_path: Path
+) -> None:
+    stream = ticks(spark, 40).selectExpr("value AS id")
+    run_available(stream, tmp_path / "cp", "ticks")
+    first = Counter(leaf.published("ticks"))
+    assert first and max(first.values()) == 1
+    assert sorted(watcher.query("<ticks $id>")) == sorted(r.fields for r in first)
+    # lose the record that the last batch was committed: a restart replays that batch
+    commits = sorted((tmp_path / "cp" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    commits[-1].unlink()
+    commits[-1].with_name(f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    run_available(stream, tmp_path / "cp", "ticks")
+    again = Counter(leaf.published("ticks"))
+    assert max(again.values()) == 1, "a replayed micro-batch published its rows twice"
+    assert set(first) <= set(again)
+
+
+def test_streaming_complete_mode_replaces_the_aggregate(
+    spark: Any, leaf: Any, watcher: Any, tmp_path: Path
+) -> None:
+    stream = ticks(spark, 30).selectExpr("value % 3 AS k").groupBy("k").count()
+    run_available(stream, tmp_path / "cp", "counts", output="complete")
+    total = sum(count for _, count in watcher.query("<counts $k $n>"))
+    assert sorted(k for k, _ in watcher.query("<counts $k $n>")) == [0, 1, 2]
+    run_available(stream, tmp_path / "cp", "counts", output="complete")
+    rows = watcher.query("<counts $k $n>")
+    assert sorted(k for k, _ in rows) == [0, 1, 2], "complete mode keeps one row per key"
+    assert sum(n for _, n in rows) >= total
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def test_read_a_snapshot_with_an_inferred_schema(spark: Any, leaf: Any, watcher: Any) -> None:
+    watcher.publish_many([record("temp", "kitchen", 21), record("temp", "hall", 19.5)])
+    watcher.sync()
+    df = spark.read.format("feds").option("pattern", "<temp $room $value>").load()
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("room", "string"),
+        ("value", "double"),
+    ]
+    assert sorted(tuple(r) for r in df.collect()) == [("hall", 19.5), ("kitchen", 21.0)]
+    given = spark.read.format("feds").schema("room string, value double")
+    assert given.option("pattern", "<temp $room $value>").load().count() == 2
+
+
+def test_streaming_read_numbers_the_events(spark: Any, leaf: Any, watcher: Any) -> None:
+    events = (
+        spark.readStream.format("feds")
+        .option("pattern", "<sensor $id $v>")
+        .option("events", "true")
+        .schema("seq long, kind string, id long, v double")
+        .load()
+    )
+    query = (
+        events.writeStream.format("memory")
+        .queryName("sensor_events")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        keys = watcher.publish_many([record("sensor", i, i / 2) for i in range(5)])
+        seen = lambda: spark.table("sensor_events").collect()  # noqa: E731
+        wait_for(lambda: len(seen()) >= 5, "five + events")
+        watcher.retract(keys[0])
+        wait_for(lambda: len(seen()) >= 6, "the - event")
+    finally:
+        query.stop()
+    rows = sorted(tuple(r) for r in seen())
+    assert [r[0] for r in rows] == list(range(len(rows))), "sequence numbers count the events"
+    assert sorted((k, i, v) for _, k, i, v in rows) == sorted(
+        [("+", i, i / 2) for i in range(5)] + [("-", 0, 0.0)]
+    )
+
+
+# -- the leaf and its parent ----------------------------------------------------------------------
+
+
+def test_results_reappear_after_the_leaf_reconnects(
+    spark: Any, leaf: Any, overlay: Overlay
+) -> None:
+    write(spark.range(0, 200), "kept")
+    with Recorder(overlay.address("b1"), "<kept $id>") as seen:
+        wait_for(lambda: seen.count("+") == 200, "the rows")
+
+        async def drop_uplink() -> None:
+            for relay in list(leaf.runtime.relays):
+                if relay.remote_hello is not None and relay.remote_hello.name == "a1":
+                    relay.close("test: the link to the parent is lost")
+
+        leaf.call(drop_uplink)
+        wait_for(lambda: seen.count("-") == 200, "the rows to go with the link")
+        wait_for(lambda: seen.count("+") == 400, "the rows to come back")
+    leaf.wait_connected()
+
+
+# -- types ----------------------------------------------------------------------------------------
+
+EVERY_TYPE = """
+SELECT CAST(NULL AS STRING) AS nothing, true AS yes, CAST(1 AS TINYINT) AS i8,
+       CAST(2 AS SMALLINT) AS i16, 3 AS i32, CAST(4 AS BIGINT) AS i64, CAST(1.5 AS FLOAT) AS f32,
+       CAST('NaN' AS DOUBLE) AS nan, CAST(12.50 AS DECIMAL(5, 2)) AS dec, 'text' AS s,
+       X'00FF' AS bin, DATE'2024-02-29' AS day, TIMESTAMP'2024-03-01 08:30:00' AS ts,
+       TIMESTAMP_NTZ'2024-02-29 23:30:00' AS ntz, array(1, 2) AS arr, map('a', 1) AS m,
+       named_struct('x', 1, 'y', 'z') AS st
+"""
+
+
+def test_every_spark_type_becomes_its_feds_value(spark: Any, leaf: Any, watcher: Any) -> None:
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")  # 08:30 in Tokyo is 23:30 UTC
+    try:
+        write(spark.sql(EVERY_TYPE), "types", record="dict")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    ((row,),) = watcher.query("<types $row>")
+    got = dict(row.items())
+    assert math.isnan(got.pop("nan"))
+    expected = {
+        "nothing": None,
+        "yes": True,
+        "i8": 1,
+        "i16": 2,
+        "i32": 3,
+        "i64": 4,
+        "f32": 1.5,
+        "dec": 12.5,
+        "s": "text",
+        "bin": b"\x00\xff",
+        "day": "2024-02-29",
+        "ts": "2024-02-29T23:30:00.000000Z",
+        "ntz": "2024-02-29T23:30:00.000000",
+        "arr": (1, 2),
+        "m": FrozenDict({"a": 1}),
+        "st": FrozenDict({"x": 1, "y": "z"}),
+    }
+    assert got == expected
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in expected.items()}
+
+
+def test_an_unsupported_type_names_its_column(spark: Any, leaf: Any) -> None:
+    df = spark.sql("SELECT 1 AS fine, INTERVAL '1' DAY AS gap")
+    with pytest.raises(Exception, match="column 'gap' has Spark type interval day"):
+        write(df, "intervals")
+    assert leaf.published("intervals") == []
