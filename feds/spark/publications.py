@@ -82,10 +82,13 @@ class Publications:
         """Keep ``entries`` for ``attempt`` (a retried attempt number stages afresh)."""
         self.staged.setdefault(attempt, []).extend(entries)
 
+    def _attempts(self, job: str, batch: int | None) -> list[Attempt]:
+        return [a for a in self.staged if a[0] == job and a[1] == batch]
+
     def _take(self, job: str, batch: int | None, keep: set[tuple[int, int]]) -> list[Entry]:
         """Remove every attempt of ``(job, batch)``; return the entries of those in ``keep``."""
         taken: list[Entry] = []
-        for attempt in [a for a in self.staged if a[0] == job and a[1] == batch]:
+        for attempt in self._attempts(job, batch):
             entries = self.staged.pop(attempt)
             if (attempt[2], attempt[3]) in keep:
                 taken.extend(entries)
@@ -93,7 +96,7 @@ class Publications:
 
     def abort(self, job: str, batch: int | None) -> int:
         """Drop everything staged for ``(job, batch)``; returns how many entries went."""
-        return len(self._take(job, batch, set()))
+        return sum(len(self.staged.pop(a)) for a in self._attempts(job, batch))
 
     # -- commit -----------------------------------------------------------------------------
 
@@ -156,26 +159,21 @@ def _upsert(publication: Publication, entries: list[Entry], overwrite: bool) -> 
             incoming[key] = (record, order)
     old = publication.keyed
     if overwrite:
-        publication.keyed = incoming
-        diff = Diff()
-        for key, (record, _) in incoming.items():
+        new = incoming
+    else:
+        new = dict(old)
+        for key, (record, order) in incoming.items():
             before = old.get(key)
-            if before is None or before[0] != record:
-                diff.adds.append(record)
-                if before is not None:
-                    diff.removes.append(before[0])
-        diff.removes.extend(record for key, (record, _) in old.items() if key not in incoming)
-        return diff
+            if before is None or _newer(order, before[1]):
+                new[key] = (record, order)
+    publication.keyed = new
     diff = Diff()
-    for key, (record, order) in incoming.items():
-        before = old.get(key)
-        if before is not None and not _newer(order, before[1]):
-            continue
-        if before is not None and before[0] == record:
-            old[key] = (record, order)
-            continue
-        old[key] = (record, order)
-        diff.adds.append(record)
-        if before is not None:
-            diff.removes.append(before[0])
+    for key in incoming:
+        record, before = new[key][0], old.get(key)
+        if before is None or before[0] != record:
+            diff.adds.append(record)
+            if before is not None:
+                diff.removes.append(before[0])
+    if overwrite:
+        diff.removes.extend(record for key, (record, _) in old.items() if key not in new)
     return diff
