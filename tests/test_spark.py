@@ -269,16 +269,16 @@ def test_streaming_complete_mode_replaces_the_aggregate(
 
 
 def test_read_a_snapshot_with_an_inferred_schema(spark: Any, leaf: Any, watcher: Any) -> None:
-    watcher.publish_many([record("temp", "kitchen", 21), record("temp", "hall", 19.5)])
+    watcher.publish_many([record("reading", "kitchen", 21), record("reading", "hall", 19.5)])
     watcher.sync()
-    df = spark.read.format("feds").option("pattern", "<temp $room $value>").load()
+    df = spark.read.format("feds").option("pattern", "<reading $room $value>").load()
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("room", "string"),
         ("value", "double"),
     ]
     assert sorted(tuple(r) for r in df.collect()) == [("hall", 19.5), ("kitchen", 21.0)]
     given = spark.read.format("feds").schema("room string, value double")
-    assert given.option("pattern", "<temp $room $value>").load().count() == 2
+    assert given.option("pattern", "<reading $room $value>").load().count() == 2
 
 
 def test_streaming_read_numbers_the_events(spark: Any, leaf: Any, watcher: Any) -> None:
@@ -380,3 +380,19 @@ def test_an_unsupported_type_names_its_column(spark: Any, leaf: Any) -> None:
     with pytest.raises(Exception, match="column 'gap' has Spark type interval day"):
         write(df, "intervals")
     assert leaf.published("intervals") == []
+
+
+# -- the demo -------------------------------------------------------------------------------------
+
+
+def test_the_demo_spark_leaf_publishes_and_leaves(spark: Any, leaf: Any, overlay: Overlay) -> None:
+    from feds.cli.demo_cmd import spark_leaf_publishes
+
+    try:
+        with Recorder(overlay.address("a2"), "<temp $room $celsius>") as seen:
+            spark_leaf_publishes(spark, overlay.address("b2"), BINARY7.protocol, pause=0)
+            wait_for(lambda: seen.count("-") == 2, "the demo's rows to come and go")
+    finally:
+        leaf.register(spark)  # the demo's leaf had taken over format("feds")
+    assert [k for k, _ in seen.events] == ["+", "+", "-", "-"]
+    assert {c for _, c in seen.events} == {("attic", 14.9), ("garage", 15.0)}

@@ -41,8 +41,6 @@ def join(
     Waits up to ``timeout`` seconds for the uplink. Close the leaf (or use it as a context
     manager) after the Spark work: its publications are retracted when it leaves.
     """
-    from feds.spark.source import FedsDataSource
-
     address = parent
     if topology is not None:
         from feds.topology import load
@@ -62,9 +60,7 @@ def join(
     )
     try:
         leaf.wait_connected(timeout)
-        defaults = {"stage": leaf.stage_address, "client": leaf.client_address}
-        bound = type("FedsLeafSource", (FedsDataSource,), {"defaults": defaults})
-        spark.dataSource.register(bound)
+        leaf.register(spark)
     except BaseException:
         leaf.close()
         raise

@@ -204,6 +204,13 @@ class Leaf:
             raise RuntimeError(f"the feds leaf {self.name} is closed")
         return trio.from_thread.run(fn, *args, trio_token=self._token)
 
+    def register(self, spark: Any) -> None:
+        """Register ``format("feds")`` with ``spark``, bound to this leaf."""
+        from feds.spark.source import FedsDataSource
+
+        defaults = {"stage": self.stage_address, "client": self.client_address}
+        spark.dataSource.register(type("FedsLeafSource", (FedsDataSource,), {"defaults": defaults}))
+
     @property
     def connected(self) -> bool:
         """Whether the uplink to the parent is up."""
