@@ -146,6 +146,39 @@ def run_noop(spark: Any, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def measure(
+    spark: Any, parent: str, observe_at: str, protocol: str, sizes: list[int], reps: int
+) -> list[dict[str, float]]:
+    """Join a leaf under ``parent``, observe at ``observe_at``; one row of medians per size."""
+    results = []
+    with feds.spark.join(spark, parent=parent, protocol=protocol, name="bench") as leaf:
+        observer = Observer(observe_at, "<bench $id $name $x>")
+        try:
+            run_spark(spark, observer, 100, "bench")  # warm-up: workers, planning
+            run_noop(spark, 100)
+            print(
+                f"{'rows':>9} {'spark r/s':>10} {'plain r/s':>10} {'noop r/s':>11}"
+                f" {'spark/plain':>11} {'spark/noop':>10}  (medians of {reps})",
+                flush=True,
+            )
+            for n in sizes:
+                got: dict[str, list[float]] = {"spark": [], "plain": [], "noop": []}
+                for _ in range(reps):
+                    got["spark"].append(run_spark(spark, observer, n, "bench"))
+                    got["plain"].append(run_plain(leaf.client_address, observer, n, "bench"))
+                    got["noop"].append(run_noop(spark, n))
+                row = {k: statistics.median(v) for k, v in got.items()}
+                s, p, o = row["spark"], row["plain"], row["noop"]
+                print(
+                    f"{n:>9} {s:>10,.0f} {p:>10,.0f} {o:>11,.0f} {s / p:>11.2f} {s / o:>10.4f}",
+                    flush=True,
+                )
+                results.append({"rows": n, **row})
+        finally:
+            observer.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -156,31 +189,8 @@ def main() -> None:
     overlay = Overlay()
     spark = local_session("feds spark_publish benchmark")
     try:
-        with feds.spark.join(
-            spark, parent=overlay.addresses["a1"], protocol=overlay.protocol
-        ) as leaf:
-            observer = Observer(overlay.addresses["b2"], "<bench $id $name $x>")
-            try:
-                run_spark(spark, observer, 100, "bench")  # warm-up: workers, planning
-                run_noop(spark, 100)
-                print(
-                    f"{'rows':>9} {'spark r/s':>10} {'plain r/s':>10} {'noop r/s':>11}"
-                    f" {'spark/plain':>11} {'spark/noop':>10}  (medians of {reps})",
-                    flush=True,
-                )
-                for n in sizes:
-                    got: dict[str, list[float]] = {"spark": [], "plain": [], "noop": []}
-                    for _ in range(reps):
-                        got["spark"].append(run_spark(spark, observer, n, "bench"))
-                        got["plain"].append(run_plain(leaf.client_address, observer, n, "bench"))
-                        got["noop"].append(run_noop(spark, n))
-                    s, p, o = (statistics.median(got[k]) for k in ("spark", "plain", "noop"))
-                    print(
-                        f"{n:>9} {s:>10,.0f} {p:>10,.0f} {o:>11,.0f} {s / p:>11.2f} {s / o:>10.4f}",
-                        flush=True,
-                    )
-            finally:
-                observer.close()
+        addresses = overlay.addresses
+        measure(spark, addresses["a1"], addresses["b2"], overlay.protocol, sizes, reps)
     finally:
         spark.stop()
         overlay.close()

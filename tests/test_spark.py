@@ -396,3 +396,16 @@ def test_the_demo_spark_leaf_publishes_and_leaves(spark: Any, leaf: Any, overlay
         leaf.register(spark)  # the demo's leaf had taken over format("feds")
     assert [k for k, _ in seen.events] == ["+", "+", "-", "-"]
     assert {c for _, c in seen.events} == {("attic", 14.9), ("garage", 15.0)}
+
+
+def test_the_publish_benchmark_runs_quickly(spark: Any, leaf: Any, overlay: Overlay) -> None:
+    """benchmarks/spark_publish.py's measurement, in its smallest form (no timing checked)."""
+    from benchmarks.spark_publish import measure
+
+    try:
+        (row,) = measure(
+            spark, overlay.address("a2"), overlay.address("b2"), BINARY7.protocol, [500], 1
+        )
+    finally:
+        leaf.register(spark)  # the benchmark's leaf had taken over format("feds")
+    assert row["rows"] == 500 and all(row[k] > 0 for k in ("spark", "plain", "noop"))
