@@ -119,23 +119,23 @@ def frame(spark: Any, n: int) -> Any:
 
 def run_spark(spark: Any, observer: Observer, n: int, label: str) -> float:
     df = frame(spark, n)
+    added, removed = observer.added, observer.removed
     start = time.perf_counter()
     df.write.format("feds").option("publication", label).mode("append").save()
-    end = observer.wait(observer.added + n)
-    seen = observer.removed
+    end = observer.wait(added + n)
     df.limit(0).write.format("feds").option("publication", label).mode("overwrite").save()
-    observer.wait(observer.added, seen + n)
+    observer.wait(added + n, removed + n)
     return n / (end - start)
 
 
 def run_plain(address: str, observer: Observer, n: int, label: str) -> float:
     rows = [record(label, i, f"row-{i}", i / 2) for i in range(n)]
+    added, removed = observer.added, observer.removed
     with BlockingClient(address, name="plain publisher", timeout=TIMEOUT) as client:
         start = time.perf_counter()
         client.publish_many(rows)
-        end = observer.wait(observer.added + n)
-        seen = observer.removed
-    observer.wait(observer.added, seen + n)
+        end = observer.wait(added + n)
+    observer.wait(added + n, removed + n)
     return n / (end - start)
 
 
