@@ -1,6 +1,7 @@
 """Shared pytest configuration: hypothesis profiles (CI runs more examples), the Spark session."""
 
 import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,8 @@ def spark() -> Iterator[Any]:
     attempts per task, so retries can be tested. Skips where pyspark is not installed."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("pyspark")
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        pytest.skip("Spark needs Java 17 or 21 (no java on PATH, no JAVA_HOME)")
     from feds.spark.session import local_session
 
     session = local_session("feds-tests", attempts=2)

@@ -128,6 +128,13 @@ def _stage_task(spec: WriteSpec, schema: StructType, job: str, batch: int | None
     return Staged(job, batch, partition, attempt)
 
 
+def _check(spec: WriteSpec, schema: StructType) -> None:
+    """Fail in the planning worker, before any task runs, on a column that cannot be written
+    or a key or timestamp column that does not exist."""
+    row_converter(schema, spec.label)
+    column_converter(schema, [*spec.keys, *([spec.timestamp] if spec.timestamp else [])])
+
+
 def _commit(spec: WriteSpec, job: str | None, batch: int | None, messages: list, overwrite: bool):
     attempts = tuple((m.partition, m.attempt) for m in messages if m is not None)
     request = (spec.publication, spec.mode, job, batch, attempts, overwrite)
@@ -149,7 +156,7 @@ class FedsWriter(DataSourceArrowWriter):
         self.schema = schema
         self.overwrite = overwrite
         self.job = f"batch-{uuid.uuid4()}"
-        row_converter(schema, spec.label)  # unconvertible columns fail here, before any task
+        _check(spec, schema)
 
     def write(self, iterator: Iterator[Any]) -> Staged:
         return _stage_task(self.spec, self.schema, self.job, None, iterator)
@@ -168,7 +175,7 @@ class FedsStreamWriter(DataSourceStreamArrowWriter):
         self.spec = spec
         self.schema = schema
         self.overwrite = overwrite
-        row_converter(schema, spec.label)
+        _check(spec, schema)
 
     def write(self, iterator: Iterator[Any]) -> Staged:
         context = TaskContext.get()
