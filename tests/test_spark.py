@@ -60,7 +60,7 @@ def test_batch_write_is_seen_at_another_leaf(
 ) -> None:
     df = spark.range(1000).selectExpr("id", "id * 2 AS twice")
     df.write.format("feds").option("publication", "doubled").mode("append").save()
-    rows = watcher.query("<doubled $id $twice>")
+    rows = watcher.query("<doubled $id $twice>", timeout=DEADLINE)
     assert sorted(rows) == [(i, 2 * i) for i in range(1000)]
 
 
@@ -92,7 +92,7 @@ class Recorder:
         async with connect(address, name="recorder") as session:
             observing = session.observe(pattern)
             async with observing as observation:
-                await session.sync()
+                await session.sync(DEADLINE)
                 self.ready.set()
                 while not self.stop.is_set():
                     with trio.move_on_after(0.05):
@@ -124,7 +124,7 @@ def write(df: Any, publication: str, save: str = "append", **options: str) -> No
 def test_dict_records_are_keyed_by_column_names(spark: Any, leaf: Any, watcher: Any) -> None:
     df = spark.createDataFrame([("kitchen", 21.5), ("hall", 19.0)], "room string, temp double")
     write(df, "rooms", label="room", record="dict")
-    rows = watcher.query("<room $d>")
+    rows = watcher.query("<room $d>", timeout=DEADLINE)
     assert {r[0]["room"]: r[0]["temp"] for r in rows} == {"kitchen": 21.5, "hall": 19.0}
 
 
@@ -159,7 +159,7 @@ def test_a_retried_task_is_published_exactly_once(spark: Any, leaf: Any, watcher
     once = udf(fail_first_attempt, "long", useArrow=False)
     df = spark.range(0, 6000, 1, 2).select(once("id").alias("id"))
     write(df, "retried")
-    rows = watcher.query("<retried $id>")
+    rows = watcher.query("<retried $id>", timeout=DEADLINE)
     assert len(rows) == 6000 and set(rows) == {(i,) for i in range(6000)}
     assert leaf.staged_rows() == 0
 
@@ -176,7 +176,7 @@ def test_a_failing_job_publishes_nothing(spark: Any, leaf: Any, watcher: Any) ->
     df = spark.range(0, 6000, 1, 2).select(boom("id").alias("id"))
     with pytest.raises(Exception, match="boom at 3500"):
         write(df, "failed")
-    assert watcher.query("<failed $id>") == []
+    assert watcher.query("<failed $id>", timeout=DEADLINE) == []
     assert leaf.published("failed") == []
     assert leaf.staged_rows() == 0
 
@@ -188,7 +188,7 @@ def test_keyed_upsert_keeps_the_newest_row_per_key(spark: Any, leaf: Any, watche
     # a newer row for a, an older one for b (ignored), a new key d
     second = [("a", 11, 20), ("b", 12, 5), ("d", 14, 1)]
     write(spark.createDataFrame(second, "k string, v long, ts long"), "latest", **options)
-    rows = sorted(watcher.query("<latest $k $v $ts>"))
+    rows = sorted(watcher.query("<latest $k $v $ts>", timeout=DEADLINE))
     assert rows == [("a", 11, 20), ("b", 2, 10), ("c", 3, 10), ("d", 14, 1)]
 
 
@@ -241,7 +241,7 @@ def test_streaming_append_and_a_replayed_micro_batch(
     run_available(stream, tmp_path / "cp", "ticks")
     first = Counter(leaf.published("ticks"))
     assert first and max(first.values()) == 1
-    assert sorted(watcher.query("<ticks $id>")) == sorted(r.fields for r in first)
+    assert sorted(watcher.query("<ticks $id>", timeout=DEADLINE)) == sorted(r.fields for r in first)
     # lose the record that the last batch was committed: a restart replays that batch
     commits = sorted((tmp_path / "cp" / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
     commits[-1].unlink()
@@ -257,10 +257,10 @@ def test_streaming_complete_mode_replaces_the_aggregate(
 ) -> None:
     stream = ticks(spark, 30).selectExpr("value % 3 AS k").groupBy("k").count()
     run_available(stream, tmp_path / "cp", "counts", output="complete")
-    total = sum(count for _, count in watcher.query("<counts $k $n>"))
-    assert sorted(k for k, _ in watcher.query("<counts $k $n>")) == [0, 1, 2]
+    total = sum(count for _, count in watcher.query("<counts $k $n>", timeout=DEADLINE))
+    assert sorted(k for k, _ in watcher.query("<counts $k $n>", timeout=DEADLINE)) == [0, 1, 2]
     run_available(stream, tmp_path / "cp", "counts", output="complete")
-    rows = watcher.query("<counts $k $n>")
+    rows = watcher.query("<counts $k $n>", timeout=DEADLINE)
     assert sorted(k for k, _ in rows) == [0, 1, 2], "complete mode keeps one row per key"
     assert sum(n for _, n in rows) >= total
 
@@ -270,7 +270,7 @@ def test_streaming_complete_mode_replaces_the_aggregate(
 
 def test_read_a_snapshot_with_an_inferred_schema(spark: Any, leaf: Any, watcher: Any) -> None:
     watcher.publish_many([record("reading", "kitchen", 21), record("reading", "hall", 19.5)])
-    watcher.sync()
+    watcher.sync(DEADLINE)
     df = spark.read.format("feds").option("pattern", "<reading $room $value>").load()
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("room", "string"),
@@ -350,7 +350,7 @@ def test_every_spark_type_becomes_its_feds_value(spark: Any, leaf: Any, watcher:
         write(spark.sql(EVERY_TYPE), "types", record="dict")
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
-    ((row,),) = watcher.query("<types $row>")
+    ((row,),) = watcher.query("<types $row>", timeout=DEADLINE)
     got = dict(row.items())
     assert math.isnan(got.pop("nan"))
     expected = {

@@ -45,6 +45,8 @@ from feds.spark.wire import ABORT, COMMIT, LeafConnection
 from feds.syntax import parse_pattern
 from feds.values import Record, Symbol
 
+QUERY_TIMEOUT = 300.0
+"""Seconds a read waits for its snapshot (a federated query over the whole overlay)."""
 BUFFER = 100_000
 """Events a streaming read holds between micro-batches before it fails as fallen behind."""
 
@@ -197,8 +199,8 @@ class FedsStreamWriter(DataSourceStreamArrowWriter):
 def _snapshot(address: str, pattern: str) -> list[tuple]:
     from feds.blocking import BlockingClient
 
-    with BlockingClient(address, name="spark reader") as client:
-        return client.query(pattern)
+    with BlockingClient(address, name="spark reader", timeout=QUERY_TIMEOUT) as client:
+        return client.query(pattern, timeout=QUERY_TIMEOUT)
 
 
 def _capture_names(pattern: str) -> list[str]:
