@@ -77,3 +77,31 @@ def test_a_bad_commit_is_refused_with_its_reason(overlay: Overlay) -> None:
 def test_a_leaf_that_cannot_be_reached_is_a_clear_error() -> None:
     with pytest.raises(LeafError, match=r"cannot reach the feds leaf at 127\.0\.0\.1:1"):
         LeafConnection("127.0.0.1:1")
+
+
+class Registry:
+    """Stands in for ``spark.dataSource``: keeps what ``join`` registers."""
+
+    def __init__(self) -> None:
+        self.registered: list[type] = []
+
+    def register(self, source: type) -> None:
+        self.registered.append(source)
+
+
+def test_join_finds_its_parent_in_a_topology_file(overlay: Overlay, tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    import feds.spark
+
+    lines = [f'protocol = "{CHAIN.protocol}"']
+    for name, parent in (("root", None), ("mid", "root"), ("tail", "mid")):
+        lines += [f"[nodes.{name}]", f'listen = "{overlay.address(name)}"']
+        lines += [f'parent = "{parent}"'] if parent else []
+    topology = tmp_path / "running.toml"
+    topology.write_text("\n".join(lines) + "\n")
+    spark = type("Spark", (), {"dataSource": Registry()})()
+    with feds.spark.join(spark, topology=str(topology), parent="mid", name="j") as leaf:
+        assert leaf.connected and leaf.parent == ("127.0.0.1", int(overlay.ports["mid"]))
+        (source,) = spark.dataSource.registered
+        assert source.name() == "feds"
+        assert source.defaults == {"stage": leaf.stage_address, "client": leaf.client_address}
