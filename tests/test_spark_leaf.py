@@ -72,6 +72,11 @@ def test_a_bad_commit_is_refused_with_its_reason(overlay: Overlay) -> None:
         task.ask(Record(COMMIT, ("t", "assert", "job", None, (), False)))
         with pytest.raises(LeafError, match="is in assert mode, not message"):
             task.ask(Record(COMMIT, ("t", "message", "job2", None, (), False)))
+        with pytest.raises(LeafError, match="unknown request"):
+            task.ask(record("bogus", 1))
+        with pytest.raises(LeafError, match="bad request"):
+            task.ask(42)
+        assert task.ask(Record(ABORT, ("job", None))) == (0,), "the leaf still answers"
 
 
 def test_a_leaf_that_cannot_be_reached_is_a_clear_error() -> None:

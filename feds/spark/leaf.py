@@ -146,7 +146,7 @@ class Leaf:
                         reply = await self._handle(request)
                         if reply is not None:
                             await stream.send_all(encode_frame(reply))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, CodecError) as exc:
+        except (trio.BrokenResourceError, trio.ClosedResourceError, CodecError, OSError) as exc:
             log.warning("feds leaf %s: a staging connection failed: %s", self.name, exc)
 
     async def _handle(self, request: Record) -> Value:
@@ -172,6 +172,9 @@ class Leaf:
             return Record(ERROR, (f"unknown request {request!r}",))
         except (PublicationError, ValueError, TypeError) as exc:
             return Record(ERROR, (str(exc),))
+        except Exception as exc:  # a malformed request must not stop the leaf
+            log.exception("feds leaf %s: bad staging request", self.name)
+            return Record(ERROR, (f"bad request: {exc!r}",))
 
     async def _commit(self, decide: Callable[[], Diff], name: str) -> Value:
         """Decide the diff and apply it in one turn of the holder; answer once applied."""
