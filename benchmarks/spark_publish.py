@@ -7,7 +7,8 @@ arrive. For each size N, the same rows (``id``, ``"row-<id>"``, ``id / 2``) are 
 ways, interleaved, ``--reps`` times:
 
 * **spark**: ``df.write.format("feds")`` (tasks stage at the leaf, the commit publishes all N in
-  one turn), timed from ``save()`` until the observer has seen the N-th row;
+  one turn), timed from ``save()`` until the observer has seen the N-th row (``save s``: until
+  ``save()`` returned, that is until the leaf had applied the commit);
 * **plain**: a Python ``BlockingClient.publish_many`` of the same N records into the same leaf
   node, timed from the call until the observer has seen the N-th row;
 * **noop**: Spark's own ``format("noop")`` sink on the same DataFrame (Spark alone, no overlay).
@@ -117,15 +118,17 @@ def frame(spark: Any, n: int) -> Any:
     return spark.range(n).selectExpr("id", "concat('row-', id) AS name", "id / 2 AS x")
 
 
-def run_spark(spark: Any, observer: Observer, n: int, label: str) -> float:
+def run_spark(spark: Any, observer: Observer, n: int, label: str) -> tuple[float, float]:
+    """Rows/s end to end, and the seconds ``save()`` took (staging, and the commit applied)."""
     df = frame(spark, n)
     added, removed = observer.added, observer.removed
     start = time.perf_counter()
     df.write.format("feds").option("publication", label).mode("append").save()
+    saved = time.perf_counter() - start
     end = observer.wait(added + n)
     df.limit(0).write.format("feds").option("publication", label).mode("overwrite").save()
     observer.wait(added + n, removed + n)
-    return n / (end - start)
+    return n / (end - start), saved
 
 
 def run_plain(address: str, observer: Observer, n: int, label: str) -> float:
@@ -157,20 +160,23 @@ def measure(
             run_spark(spark, observer, 100, "bench")  # warm-up: workers, planning
             run_noop(spark, 100)
             print(
-                f"{'rows':>9} {'spark r/s':>10} {'plain r/s':>10} {'noop r/s':>11}"
+                f"{'rows':>9} {'spark r/s':>10} {'save s':>7} {'plain r/s':>10} {'noop r/s':>11}"
                 f" {'spark/plain':>11} {'spark/noop':>10}  (medians of {reps})",
                 flush=True,
             )
             for n in sizes:
-                got: dict[str, list[float]] = {"spark": [], "plain": [], "noop": []}
+                got: dict[str, list[float]] = {"spark": [], "save": [], "plain": [], "noop": []}
                 for _ in range(reps):
-                    got["spark"].append(run_spark(spark, observer, n, "bench"))
+                    rate, saved = run_spark(spark, observer, n, "bench")
+                    got["spark"].append(rate)
+                    got["save"].append(saved)
                     got["plain"].append(run_plain(leaf.client_address, observer, n, "bench"))
                     got["noop"].append(run_noop(spark, n))
                 row = {k: statistics.median(v) for k, v in got.items()}
                 s, p, o = row["spark"], row["plain"], row["noop"]
                 print(
-                    f"{n:>9} {s:>10,.0f} {p:>10,.0f} {o:>11,.0f} {s / p:>11.2f} {s / o:>10.4f}",
+                    f"{n:>9} {s:>10,.0f} {row['save']:>7.1f} {p:>10,.0f} {o:>11,.0f}"
+                    f" {s / p:>11.2f} {s / o:>10.4f}",
                     flush=True,
                 )
                 results.append({"rows": n, **row})
