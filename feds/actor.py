@@ -155,7 +155,7 @@ class Turn:
         self._batch: list[tuple] | None = None
         self._others: dict[Actor, list[tuple]] | None = None
         self._new: dict[Handle, tuple[Facet, Ref]] | None = None
-        self._gone: list[Handle] | None = None
+        self._gone: dict[Handle, None] | None = None  # ordered; a set would lose the order
         self._stops: list[tuple[Facet, TurnAction | None]] | None = None
         self._commits: list[Callable[[], None]] | None = None
 
@@ -202,11 +202,11 @@ class Turn:
             if entry is None:
                 return
             if self._gone is None:
-                self._gone = [handle]
+                self._gone = {handle: None}
             elif handle in self._gone:
                 return
             else:
-                self._gone.append(handle)
+                self._gone[handle] = None
         ref = entry[1]
         self._send(ref, (_RETRACT, ref, None, handle))
 
