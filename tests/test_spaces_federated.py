@@ -350,3 +350,19 @@ def test_get_across_nodes_is_exactly_once_under_failures(parents, protocol, late
     for op in script:
         run.run(op)
     check_exactly_once(run.cluster, run.puts, run.callers)
+
+
+@pytest.mark.parametrize("protocol", protocol_names())
+def test_query_all_and_get_all_see_every_tuple_put_anywhere_before_the_call(protocol) -> None:
+    cluster = Cluster({"a": None, "b": "a", "c": "b", "d": "a", "e": "d"}, protocol)
+    for k, node in enumerate("abcde"):
+        put(cluster, node, k)
+    # no settling: the calls at e must wait for the federated sync to bring everything
+    seen: list[list[tuple]] = []
+    taken: list[list[tuple]] = []
+    cluster.act("e", lambda t: cluster.members["e"].want_all(t, JOB, False, seen.append))
+    cluster.act("c", lambda t: cluster.members["c"].want_all(t, JOB, True, taken.append))
+    cluster.settle()
+    assert sorted(seen[0]) == sorted(taken[0]) == [("job", k) for k in range(5)]
+    assert not any(m.owned for m in cluster.members.values())
+    check_exactly_once(cluster, set(), [])  # nothing half-done or left behind

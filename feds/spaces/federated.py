@@ -183,9 +183,34 @@ class SpaceMember:
         if want in self.blocked:
             self.blocked.remove(want)
 
-    def sync_then(self, turn: Turn, then: Callable[[Turn], None]) -> None:
-        """Run ``then`` once everything put anywhere before now is in this member's view."""
-        turn.sync(self.access, then)
+    def want_all(self, turn: Turn, template: tuple, remove: bool, deliver: DeliverAll) -> None:
+        """getAll (``remove``) or queryAll: every match put anywhere before the call.
+
+        A federated sync first (one wave over the whole tree and back), so that every tuple put
+        before now is in the view; then a queryAll reads the view, and a getAll takes each
+        match with its own take (exactly-once per tuple, not atomic across owners: a tuple
+        another getter takes first is left out)."""
+
+        def collect(t: Turn) -> None:
+            keys = self.matching(template)
+            if not remove or not keys:
+                deliver([self.fields(k) for k in keys])
+                return
+            found: list[tuple] = []
+            left = len(keys)
+
+            def one(fields: tuple | None) -> None:
+                nonlocal left
+                left -= 1
+                if fields is not None:
+                    found.append(fields)
+                if not left:
+                    deliver(found)
+
+            for key in keys:
+                self.want(t, Want(template, True, False, one, only=key))
+
+        turn.sync(self.access, collect)
 
     def matching(self, template: tuple) -> list[tuple[str, int]]:
         """Keys of every tuple, own first, that match ``template`` in this member's view."""
