@@ -8,13 +8,14 @@ send a get and reset their connection mid-take lose nothing. Every tuple is rece
 from __future__ import annotations
 
 import signal
+import socket
 import struct
 import subprocess
 from pathlib import Path
 
 import trio
 
-from feds.spaces import ANY, Formal, RemoteSpace, SpaceError
+from feds.spaces import ANY, Formal, RemoteSpace, SpaceError, wire
 from tests.test_cli import FEDS, free_ports, wait_for_line
 
 N = 30
@@ -99,5 +100,32 @@ async def test_getters_at_the_root_and_the_tail_take_each_tuple_once_while_mid_r
                     chain.procs["mid"].wait(10)
                     chain.start("mid")
         assert sorted(got) == list(range(N)), "a tuple was lost or received twice"
+    finally:
+        chain.stop()
+
+
+async def test_a_getter_that_disconnects_mid_get_loses_nothing(tmp_path: Path) -> None:
+    chain = Chain(tmp_path)
+    try:
+        for name in ("root", "mid", "tail"):
+            chain.start(name)
+        host, port = chain.gates["tail"].removeprefix("tcp://").split(":")
+        request = wire.Request("get", "jobs", ("job", Formal(int)), True, False, "0")
+        with trio.fail_after(60):
+            async with RemoteSpace(chain.uri("root")) as root:
+                for k in range(N):
+                    await root.put("job", k)
+            await wait_visible(chain.uri("tail"), ("job", ANY), N)
+            for _ in range(N):  # each getter sends a get and resets: its take is on the way
+                stream = await trio.open_tcp_stream(host, int(port))
+                await stream.send_all(wire.encode_line(request.message()))
+                stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+                await stream.aclose()  # a reset: whatever the gate writes now is lost
+            received: list[int] = []
+            async with RemoteSpace(chain.uri("mid")) as mid:
+                while len(received) < N:  # tuples re-put at the tail may still be on their way
+                    received += [k for _, k in await mid.getAll("job", Formal(int))]
+                    await trio.sleep(0.05)
+        assert sorted(received) == list(range(N)), "a tuple was lost or received twice"
     finally:
         chain.stop()
