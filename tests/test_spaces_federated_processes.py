@@ -16,7 +16,7 @@ from pathlib import Path
 import trio
 
 from feds.spaces import ANY, Formal, RemoteSpace, SpaceError, wire
-from tests.test_cli import FEDS, free_ports, wait_for_line
+from tests.test_cli import FEDS, feds, free_ports, wait_for_line
 
 N = 30
 LINGER_RESET = struct.pack("ii", 1, 0)
@@ -129,3 +129,14 @@ async def test_a_getter_that_disconnects_mid_get_loses_nothing(tmp_path: Path) -
         assert sorted(received) == list(range(N)), "a tuple was lost or received twice"
     finally:
         chain.stop()
+
+
+def test_spaces_node_refuses_bad_arguments_with_exit_code_2(tmp_path: Path) -> None:
+    gate = "tcp://127.0.0.1:0/?keep"
+    result = feds("spaces", "node", "nosuch.toml", "a", gate)
+    assert result.returncode == 2 and "at least one --federated" in result.stderr
+    result = feds("spaces", "node", "nosuch.toml", "a", gate, "--federated", "jobs")
+    assert result.returncode == 2 and "nosuch.toml" in result.stderr
+    topology = Chain(tmp_path).topology
+    result = feds("spaces", "node", str(topology), "nobody", gate, "--federated", "jobs")
+    assert result.returncode == 2 and "no node 'nobody'" in result.stderr
