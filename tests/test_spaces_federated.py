@@ -14,15 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+import trio
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from feds import topology
 from feds.actor import Entity, Facet, Handle, Scheduler, Turn
 from feds.dataspace import observe
 from feds.node import Node
 from feds.protocols import protocol_names
+from feds.runtime import Overlay, run_overlay
 from feds.sim.network import LinkParams, Network, SimLink
+from feds.spaces import ANY, SpaceTimeout
 from feds.spaces.federated import ACK, CAPTURE, GIVEN, TAKE, SpaceMember, Want, _pattern
+from feds.spaces.hosting import FederatedSpace
 from feds.spaces.jtypes import Long
 from feds.spaces.templates import Formal
 from feds.values import Value
@@ -366,3 +371,30 @@ def test_query_all_and_get_all_see_every_tuple_put_anywhere_before_the_call(prot
     assert sorted(seen[0]) == sorted(taken[0]) == [("job", k) for k in range(5)]
     assert not any(m.owned for m in cluster.members.values())
     check_exactly_once(cluster, set(), [])  # nothing half-done or left behind
+
+
+async def test_federated_space_api_on_an_overlay_in_this_process() -> None:
+    chain = topology.load("topology/chain3.toml")
+    async with trio.open_nursery() as nursery:
+        overlay: Overlay = await nursery.start(
+            lambda task_status: run_overlay(chain, any_port=True, task_status=task_status)
+        )
+        root, tail = (
+            FederatedSpace.on_node(overlay.runtimes[n], overlay.driver, "jobs")
+            for n in ("root", "tail")
+        )
+        with trio.fail_after(20):
+            assert root.put("job", 1) and root.put("job", Long(2))
+            assert await tail.query("job", Formal(int)) == ("job", 1)
+            assert await tail.query_all("job", ANY) == [("job", 1), ("job", Long(2))]
+            assert await tail.getp("job", Formal(Long)) == ("job", Long(2))
+            assert await tail.queryp("job", Formal(Long)) is None
+            with pytest.raises(SpaceTimeout, match=r"within 0\.2 s"):
+                await tail.get("nothing", ANY, timeout=0.2)
+            with trio.move_on_after(0.01):  # a cancelled get loses nothing
+                await tail.get("later", ANY)
+            root.put("later", 3)
+            assert await root.get("later", ANY) == ("later", 3)
+            assert await tail.get_all("job", ANY) == [("job", 1)]
+            assert await root.queryAll(ANY, ANY) == []
+        nursery.cancel_scope.cancel()
