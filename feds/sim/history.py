@@ -1,0 +1,390 @@
+"""Does one dataspace explain what an observer entity saw? The history check of the property test.
+
+An observer entity ``E`` receives a *history*: ``+c`` (captures ``c`` asserted at it), ``-c``
+(retracted) and ``!c`` (a message), in order. One dataspace that processed every client's actions
+one at a time would have given ``E`` a history determined by that order. With several clients
+acting concurrently a federation may legitimately interleave *different* senders otherwise than
+one dataspace would (they are concurrent, and a subscription reaches each sender's node at its
+own time), but nothing else. :func:`explain` decides whether ``E``'s history is one of the
+histories this allows:
+
+* **Observations.** Each distinct ``<Observe P ref-to-E>`` value is counted in the bag at ``E``'s
+  node; while its count is above zero it is one *instance* (a count going 0 → 1 → 0 → 1 makes two
+  instances). Instances of one value are withdrawn in order.
+* **Windows.** For each instance ``i`` and each sender ``s`` (a client actor), ``i`` sees a
+  *contiguous window* of ``s``'s actions: from a start position ``p`` (chosen by the check; when
+  ``i``'s subscription met ``s``'s stream), at which ``i`` learns what ``s`` then holds, until
+  ``i`` is withdrawn. Within the window each action has exactly the effect it has on one
+  dataspace's observer ``i``: a message matching ``P`` gives ``!c`` once; assertions and
+  retractions change ``i``'s count of each captures vector, and ``E`` hears ``+c``/``-c`` exactly
+  when a count of ``i`` goes 0 → 1 / 1 → 0 (one dataspace deduplicates captures per observer, over
+  every sender). Withdrawing ``i`` retracts all it holds, after which ``i`` is silent.
+* **Per-sender order.** Whatever ``E`` hears because of ``s``'s actions, through any of its
+  instances, comes in ``s``'s order (a start at ``p`` counts as between ``s``'s actions ``p`` and
+  ``p + 1``); the events one action gives one instance come together (in any order among them).
+* **Causal order and real time.** Nothing is heard from an action before it was issued, or from an
+  instance before it was opened; a withdrawal comes after the Observe was retracted. A *quiet
+  point* (the overlay settled) is a barrier: at it every open instance has seen every action
+  issued before, every closed one has been withdrawn, and an instance opened later starts after
+  them. A returned *sync* of client ``c`` (``protocols/wire.md``) is a barrier for ``c``'s earlier
+  actions: at that moment every instance that already sees ``c`` has seen them all (and one that
+  starts later starts after them), and every instance ``c`` itself opened before the sync sees
+  every sender.
+
+Search: depth-first over the choices (which instance and sender moves next, where windows start),
+guided by the history and memoised on the state; every quiet point pins the state down, so the
+search stays small between quiet points. A history that cannot be explained gets a report naming
+the first event that nothing could produce.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+
+from feds.patterns import match
+from feds.values import Value
+
+__all__ = ["Action", "Checkpoint", "Event", "Instance", "explain"]
+
+Event = tuple[int, str, tuple]
+"""``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
+
+BUDGET = 200_000
+"""States the search may visit before it gives up (and reports that it did)."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of a sender that can touch observers: assertions made or retracted, a message."""
+
+    time: int
+    adds: tuple[Value, ...] = ()
+    removes: tuple[Value, ...] = ()
+    message: tuple[Value, ...] = ()
+    """The message sent, as a 0- or 1-tuple."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One activation of an observation of ``E`` (a distinct ``<Observe pattern ref>``)."""
+
+    pattern: Value
+    opened: int
+    """When the Observe that took its count from 0 to 1 was issued."""
+    closed: int | None
+    """When the retraction that took it back to 0 was issued (None: still open)."""
+    opener: object
+    """The sender (client) whose Observe opened it."""
+    previous: int | None = None
+    """Index of the earlier instance of the same Observe value (withdrawn before this one acts)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A quiet point (``client`` None) or the return of ``client``'s sync, issued at ``issued``."""
+
+    time: int
+    client: object = None
+    issued: int = 0
+
+
+@dataclass
+class _Pair:
+    """What instance ``i`` can see of sender ``s``: per action, its deltas and message captures."""
+
+    sender: int
+    deltas: list[tuple[Counter, tuple | None]]
+    """Per action of ``s`` (0-based): captures count changes, and the message's captures."""
+    held: list[Counter]
+    """``held[p]``: captures counts of ``s``'s assertions after its first ``p`` actions."""
+    floor: int
+    """Lowest start position allowed by quiet points and syncs before the instance opened."""
+
+
+@dataclass
+class _Problem:
+    timeline: list[tuple]
+    """Events ``("e", time, kind, captures)`` and checkpoints ``("q", time, Checkpoint)``."""
+    instances: list[Instance]
+    pairs: list[list[_Pair]]
+    times: list[list[int]]
+    """Per sender, the issue times of its actions."""
+    senders: list[object]
+    visited: set = field(default_factory=set)
+    best: int = 0
+
+
+def explain(
+    history: list[Event],
+    instances: list[Instance],
+    programs: dict[object, list[Action]],
+    checkpoints: list[Checkpoint],
+) -> str | None:
+    """None if one dataspace explains ``history`` (see the module docstring), else why not."""
+    senders = list(programs)
+    times = [[a.time for a in programs[s]] for s in senders]
+    timeline = [("e", t, kind, c) for t, kind, c in history]
+    timeline += [("q", cp.time, cp) for cp in checkpoints]
+    timeline.sort(key=lambda entry: entry[1])  # stable: a checkpoint after events of its time
+    pairs = []
+    for inst in instances:
+        row = []
+        for j, s in enumerate(senders):
+            pair = _pair(inst, j, programs[s])
+            if pair is not None:
+                pair.floor = _floor(inst, s, checkpoints, times[j])
+                row.append(pair)
+        pairs.append(row)
+    problem = _Problem(timeline, instances, pairs, times, senders)
+    start = _State(
+        0,
+        tuple(tuple(-1 for _ in row) for row in pairs),
+        tuple(p.floor for row in pairs for p in row),
+        tuple(False for _ in instances),
+        tuple(-1 for _ in senders),
+    )
+    try:
+        if _search(problem, start):
+            return None
+    except _GaveUp:
+        return f"no explanation found within {BUDGET} states (stuck at {_where(problem)})"
+    return f"no one-dataspace order explains it: nothing could produce {_where(problem)}"
+
+
+def _where(problem: _Problem) -> str:
+    timeline = problem.timeline
+    if problem.best >= len(timeline):
+        return "the end"
+    entry = timeline[problem.best]
+    recent = timeline[max(0, problem.best - 4) : problem.best]
+    before = [f"{e[2]}{e[3]!r}" for e in recent if e[0] == "e"]
+    if entry[0] == "q":
+        cp = entry[2]
+        what = "a quiet point" if cp.client is None else f"the sync of {cp.client}"
+        return f"{what} at t={entry[1]} (after {', '.join(before) or 'nothing'})"
+    return f"{entry[2]}{entry[3]!r} at t={entry[1]} (after {', '.join(before) or 'nothing'})"
+
+
+def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
+    pattern = inst.pattern
+    deltas: list[tuple[Counter, tuple | None]] = []
+    held = [Counter()]
+    relevant = False
+    for action in program:
+        delta: Counter = Counter()
+        for v in action.adds:
+            c = match(pattern, v)
+            if c is not None:
+                delta[c] += 1
+        for v in action.removes:
+            c = match(pattern, v)
+            if c is not None:
+                delta[c] -= 1
+        sent = match(pattern, action.message[0]) if action.message else None
+        relevant = relevant or bool(delta) or sent is not None
+        deltas.append((delta, sent))
+        now = held[-1].copy()
+        now.update(delta)
+        held.append(+now)
+    return _Pair(j, deltas, held, 0) if relevant else None
+
+
+def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times: list[int]) -> int:
+    """Actions of ``sender`` that surely came before ``inst``'s subscription anywhere."""
+    floor = 0
+    for cp in checkpoints:
+        if cp.time < inst.opened and (cp.client is None or cp.client == sender):
+            limit = cp.time if cp.client is None else cp.issued
+            floor = max(floor, bisect.bisect_left(times, limit))
+    return floor
+
+
+@dataclass(frozen=True)
+class _State:
+    idx: int
+    pos: tuple[tuple[int, ...], ...]
+    """Per instance, per pair: -1 before the window starts, else actions seen."""
+    floors: tuple[int, ...]
+    """Per pair (flattened), the lowest start position still allowed."""
+    dead: tuple[bool, ...]
+    hwm: tuple[int, ...]
+    """Per sender, the order position of the last event heard from it (2k: action k, 2p+1: a
+    start at p)."""
+
+
+class _GaveUp(Exception):
+    pass
+
+
+def _view(problem: _Problem, i: int, pos: tuple[int, ...]) -> Counter:
+    view: Counter = Counter()
+    for pair, p in zip(problem.pairs[i], pos, strict=True):
+        if p >= 0:
+            view.update(pair.held[p])
+    return view
+
+
+def _search(problem: _Problem, state: _State) -> bool:
+    if state in problem.visited:
+        return False
+    problem.visited.add(state)
+    if len(problem.visited) > BUDGET:
+        raise _GaveUp
+    problem.best = max(problem.best, state.idx)
+    timeline = problem.timeline
+    if state.idx == len(timeline):
+        return True
+    entry = timeline[state.idx]
+    now = entry[1]
+    if entry[0] == "q":
+        after = _checkpoint(problem, state, entry[2])
+        if after is not None and _search(problem, after):
+            return True
+    silent = []
+    for move in _moves(problem, state, now):
+        events, after = move
+        if not events:
+            silent.append(after)
+        elif _matches(timeline, state.idx, events) and _search(
+            problem, _replace(after, idx=state.idx + len(events))
+        ):
+            return True
+    return any(_search(problem, after) for after in silent)
+
+
+def _replace(state: _State, **changes: object) -> _State:
+    fields = {
+        "idx": state.idx,
+        "pos": state.pos,
+        "floors": state.floors,
+        "dead": state.dead,
+        "hwm": state.hwm,
+    }
+    fields.update(changes)
+    return _State(**fields)  # type: ignore[arg-type]
+
+
+def _matches(timeline: list[tuple], idx: int, events: Counter) -> bool:
+    n = sum(events.values())
+    window = timeline[idx : idx + n]
+    if len(window) < n or any(e[0] != "e" for e in window):
+        return False
+    return Counter((e[2], e[3]) for e in window) == events
+
+
+def _flat(problem: _Problem, i: int, k: int) -> int:
+    return sum(len(row) for row in problem.pairs[:i]) + k
+
+
+def _moves(problem: _Problem, state: _State, now: int):
+    """Every possible next step at time ``now``: ``(events it gives E, state after)``."""
+    for i, inst in enumerate(problem.instances):
+        if state.dead[i] or inst.opened > now:
+            continue
+        if inst.previous is not None and not state.dead[inst.previous]:
+            continue
+        pos = state.pos[i]
+        view = None
+        for k, pair in enumerate(problem.pairs[i]):
+            j = pair.sender
+            issued = bisect.bisect_left(problem.times[j], now)
+            p = pos[k]
+            if view is None:
+                view = _view(problem, i, pos)
+            if p < 0:
+                for start in range(state.floors[_flat(problem, i, k)], issued + 1):
+                    events = _start_events(view, pair.held[start])
+                    order = 2 * start + 1
+                    if events and order < state.hwm[j]:
+                        continue
+                    yield events, _moved(state, i, k, start, j, order if events else None)
+            elif p < issued:
+                events = _action_events(view, pair.deltas[p])
+                order = 2 * (p + 1)
+                if events and order < state.hwm[j]:
+                    continue
+                yield events, _moved(state, i, k, p + 1, j, order if events else None)
+        if inst.closed is not None and inst.closed <= now:
+            if view is None:
+                view = _view(problem, i, pos)
+            events = Counter(("-", c) for c, n in view.items() if n > 0)
+            dead = (*state.dead[:i], True, *state.dead[i + 1 :])
+            yield events, _replace(state, dead=dead)
+
+
+def _moved(state: _State, i: int, k: int, p: int, j: int, order: int | None) -> _State:
+    row = state.pos[i]
+    pos = (*state.pos[:i], (*row[:k], p, *row[k + 1 :]), *state.pos[i + 1 :])
+    if order is None:
+        return _replace(state, pos=pos)
+    hwm = (*state.hwm[:j], order, *state.hwm[j + 1 :])
+    return _replace(state, pos=pos, hwm=hwm)
+
+
+def _start_events(view: Counter, held: Counter) -> Counter:
+    return Counter(("+", c) for c, n in held.items() if n > 0 and view[c] <= 0)
+
+
+def _action_events(view: Counter, delta: tuple[Counter, tuple | None]) -> Counter:
+    changes, sent = delta
+    events: Counter = Counter()
+    for c, d in changes.items():
+        before = view[c]
+        if before <= 0 < before + d:
+            events[("+", c)] += 1
+        elif before > 0 >= before + d:
+            events[("-", c)] += 1
+    if sent is not None:
+        events[("!", sent)] += 1
+    return events
+
+
+def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint) -> _State | None:
+    """The state after checkpoint ``cp`` if it holds (completing silent steps), else None."""
+    quiet = cp.client is None
+    floors = list(state.floors)
+    pos = [list(row) for row in state.pos]
+    for i, inst in enumerate(problem.instances):
+        if inst.opened >= cp.time or state.dead[i]:
+            continue
+        if quiet and inst.closed is not None and inst.closed < cp.time:
+            return None  # closed before the quiet point but never withdrawn
+        whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
+        for k, pair in enumerate(problem.pairs[i]):
+            caller = problem.senders[pair.sender] == cp.client
+            if not (whole or caller):
+                continue
+            n = _flat(problem, i, k)
+            issued = cp.issued if caller else cp.time
+            target = bisect.bisect_left(problem.times[pair.sender], issued)
+            p = pos[i][k]
+            if p < 0 and whole:
+                pos[i][k] = max(target, floors[n])
+            elif p < 0:
+                floors[n] = max(floors[n], target)
+            elif p < target:
+                if any(sent is not None for _d, sent in pair.deltas[p:target]):
+                    return None  # a message it should have heard by now
+                pos[i][k] = target
+    after = _replace(
+        state, idx=state.idx + 1, pos=tuple(tuple(r) for r in pos), floors=tuple(floors)
+    )
+    for i in range(len(problem.instances)):
+        if after.pos[i] != state.pos[i] and not _silent(
+            _view(problem, i, state.pos[i]), _view(problem, i, after.pos[i])
+        ):
+            return None
+    return after
+
+
+def _silent(before: Counter, after: Counter) -> bool:
+    """Whether moving an instance's counts from ``before`` to ``after`` can go unheard.
+
+    Applying every increase before any decrease changes no count's sign on the way unless the
+    start and end differ in which captures are held.
+    """
+    held_before = {c for c, n in before.items() if n > 0}
+    held_after = {c for c, n in after.items() if n > 0}
+    return held_before == held_after
