@@ -205,7 +205,7 @@ class Scenario:
         return out
 
     def remote_matches(self) -> int:
-        """Events watchers heard that only a client at another node could have caused."""
+        """Events (``+`` or ``!``) watchers heard that a client at another node sent or asserted."""
         node_of = {c: int(c.rsplit("@n", 1)[1]) for c in self.programs}
         count = 0
         for node, watchers in enumerate(self.watchers):
@@ -221,5 +221,5 @@ class Scenario:
                         for v in (*a.adds, *a.message)
                         if any(match(p, v) == captures for p in patterns)
                     }
-                    count += bool(sources) and node not in sources
+                    count += any(source != node for source in sources)
         return count

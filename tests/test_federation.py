@@ -149,14 +149,15 @@ HISTORY_PATTERNS = [
     rec_group(B, [bind(), bind()]),
     rec_group(B, [DISCARD, DISCARD]),
 ]
-EXAMPLES = int(os.environ.get("FEDS_PROPERTY_EXAMPLES", "25"))
-"""Examples per protocol and shape; raise it for long runs."""
+EXAMPLES = int(os.environ.get("FEDS_PROPERTY_EXAMPLES", "0"))
+"""Examples per protocol and shape for a long run (random ones); 0 (the default): the fast
+suite's fixed, derandomised examples."""
 SHAPES = {"chain": [0, 1, 2], "star": [0, 0, 0], "binary": [0, 0, 1, 1, 2, 2]}
 OPS = (
     ["attach"] * 2
     + ["assert"] * 5
     + ["retract"] * 2
-    + ["observe"] * 4
+    + ["observe"] * 5
     + ["unobserve"] * 2
     + ["send"] * 4
     + ["sync", "leave", "settle"]
@@ -169,12 +170,14 @@ workloads = st.lists(
         st.integers(0, 1000),
         st.integers(0, 12),
     ),
-    min_size=6,
-    max_size=40,
+    min_size=10,
+    max_size=50,
 )
 
 
-def run_history_workload(protocol: str, parents: list[int], ops: list, rng: random.Random) -> None:
+def run_history_workload(protocol: str, parents: list[int], ops: list, rng: random.Random) -> bool:
+    """Run ``ops`` concurrently, check every watcher's history; True if one heard a remote
+    client."""
     overlay = ShuffledOverlay(protocol, parents, rng)
     empty = snapshot(overlay.nodes)
     scene = Scenario(overlay)
@@ -209,18 +212,18 @@ def run_history_workload(protocol: str, parents: list[int], ops: list, rng: rand
     for c in list(scene.clients):
         scene.leave(c)
     scene.settle()
-    if scene.remote_matches():
-        event("a watcher heard from a client at another node")
     problems = scene.violations()
     assert not problems, "\n".join(problems)
     assert snapshot(overlay.nodes) == empty, "a fragment kept state after every client left"
+    return scene.remote_matches() > 0
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("protocol", protocol_names())
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES or 10, derandomize=not EXAMPLES, deadline=None)
 @given(ops=workloads, rng=st.randoms(use_true_random=False))
 def test_every_history_is_one_a_single_dataspace_gives(
     protocol: str, shape: str, ops: list, rng: random.Random
 ) -> None:
-    run_history_workload(protocol, SHAPES[shape], ops, rng)
+    if run_history_workload(protocol, SHAPES[shape], ops, rng):
+        event("a watcher heard from a client at another node")

@@ -227,6 +227,13 @@ def _view(problem: _Problem, i: int, pos: tuple[int, ...]) -> Counter:
 
 
 def _search(problem: _Problem, state: _State) -> bool:
+    """Whether the rest of the timeline can be explained from ``state``.
+
+    One step is: some unheard (silent) moves of one instance, then a move of that instance
+    that gives ``E`` the next events. Silent moves of different instances commute and cannot
+    change what another instance gives, so taking them only just before the instance speaks
+    (and at checkpoints) loses no explanation and keeps the search small.
+    """
     if state in problem.visited:
         return False
     problem.visited.add(state)
@@ -239,19 +246,39 @@ def _search(problem: _Problem, state: _State) -> bool:
     entry = timeline[state.idx]
     now = entry[1]
     if entry[0] == "q":
-        after = _checkpoint(problem, state, entry[2])
-        if after is not None and _search(problem, after):
-            return True
-    silent = []
-    for move in _moves(problem, state, now):
-        events, after = move
-        if not events:
-            silent.append(after)
-        elif _matches(timeline, state.idx, events) and _search(
-            problem, _replace(after, idx=state.idx + len(events))
-        ):
-            return True
-    return any(_search(problem, after) for after in silent)
+        after = _checkpoint(problem, state, entry[2], now)
+        return after is not None and _search(problem, after)
+    for i in range(len(problem.instances)):
+        for ready in _silent_closure(problem, state, i, now):
+            for events, after in _moves(problem, ready, i, now):
+                n = sum(events.values())
+                if (
+                    n
+                    and _matches(timeline, state.idx, events)
+                    and _search(problem, _replace(after, idx=state.idx + n))
+                ):
+                    return True
+    return False
+
+
+def _silent_closure(problem: _Problem, state: _State, i: int, now: int) -> list[_State]:
+    """``state`` and every state reachable from it by silent moves of instance ``i`` (or by the
+    silent withdrawal of an earlier instance of the same Observe)."""
+    seen = {state}
+    todo = [state]
+    while todo:
+        current = todo.pop()
+        candidates = list(_moves(problem, current, i, now))
+        previous = problem.instances[i].previous
+        if previous is not None:
+            candidates += _moves(problem, current, previous, now, withdraw_only=True)
+        for events, after in candidates:
+            if not events and after not in seen:
+                if len(seen) > BUDGET:
+                    raise _GaveUp
+                seen.add(after)
+                todo.append(after)
+    return list(seen)
 
 
 def _replace(state: _State, **changes: object) -> _State:
@@ -278,40 +305,35 @@ def _flat(problem: _Problem, i: int, k: int) -> int:
     return sum(len(row) for row in problem.pairs[:i]) + k
 
 
-def _moves(problem: _Problem, state: _State, now: int):
-    """Every possible next step at time ``now``: ``(events it gives E, state after)``."""
-    for i, inst in enumerate(problem.instances):
-        if state.dead[i] or inst.opened > now:
-            continue
-        if inst.previous is not None and not state.dead[inst.previous]:
-            continue
-        pos = state.pos[i]
-        view = None
-        for k, pair in enumerate(problem.pairs[i]):
-            j = pair.sender
-            issued = bisect.bisect_left(problem.times[j], now)
-            p = pos[k]
-            if view is None:
-                view = _view(problem, i, pos)
-            if p < 0:
-                for start in range(state.floors[_flat(problem, i, k)], issued + 1):
-                    events = _start_events(view, pair.held[start])
-                    order = 2 * start + 1
-                    if events and order < state.hwm[j]:
-                        continue
-                    yield events, _moved(state, i, k, start, j, order if events else None)
-            elif p < issued:
-                events = _action_events(view, pair.deltas[p])
-                order = 2 * (p + 1)
+def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bool = False):
+    """Every next step of instance ``i`` at time ``now``: ``(events it gives E, state after)``."""
+    inst = problem.instances[i]
+    if state.dead[i] or inst.opened > now:
+        return
+    if inst.previous is not None and not state.dead[inst.previous]:
+        return
+    pos = state.pos[i]
+    view = _view(problem, i, pos)
+    for k, pair in enumerate(problem.pairs[i] if not withdraw_only else ()):
+        j = pair.sender
+        issued = bisect.bisect_left(problem.times[j], now)
+        p = pos[k]
+        if p < 0:
+            for start in range(state.floors[_flat(problem, i, k)], issued + 1):
+                events = _start_events(view, pair.held[start])
+                order = 2 * start + 1
                 if events and order < state.hwm[j]:
                     continue
-                yield events, _moved(state, i, k, p + 1, j, order if events else None)
-        if inst.closed is not None and inst.closed <= now:
-            if view is None:
-                view = _view(problem, i, pos)
-            events = Counter(("-", c) for c, n in view.items() if n > 0)
-            dead = (*state.dead[:i], True, *state.dead[i + 1 :])
-            yield events, _replace(state, dead=dead)
+                yield events, _moved(state, i, k, start, j, order if events else None)
+        elif p < issued:
+            events = _action_events(view, pair.deltas[p])
+            order = 2 * (p + 1)
+            if events and order < state.hwm[j]:
+                continue
+            yield events, _moved(state, i, k, p + 1, j, order if events else None)
+    if inst.closed is not None and inst.closed <= now:
+        events = Counter(("-", c) for c, n in view.items() if n > 0)
+        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :]))
 
 
 def _moved(state: _State, i: int, k: int, p: int, j: int, order: int | None) -> _State:
@@ -341,17 +363,27 @@ def _action_events(view: Counter, delta: tuple[Counter, tuple | None]) -> Counte
     return events
 
 
-def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint) -> _State | None:
-    """The state after checkpoint ``cp`` if it holds (completing silent steps), else None."""
+def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _State | None:
+    """The state after checkpoint ``cp`` if it holds, else None.
+
+    What the checkpoint requires that has not happened yet must be possible silently: windows
+    not yet started start as late as allowed, started ones catch up (see :func:`_catch_up`),
+    and closed instances holding nothing are withdrawn.
+    """
     quiet = cp.client is None
     floors = list(state.floors)
     pos = [list(row) for row in state.pos]
+    dead = list(state.dead)
     for i, inst in enumerate(problem.instances):
-        if inst.opened >= cp.time or state.dead[i]:
+        if inst.opened >= cp.time or dead[i]:
             continue
         if quiet and inst.closed is not None and inst.closed < cp.time:
-            return None  # closed before the quiet point but never withdrawn
+            if any(n > 0 for n in _view(problem, i, state.pos[i]).values()):
+                return None  # closed before the quiet point but never withdrawn
+            dead[i] = True
+            continue
         whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
+        targets: dict[int, int] = {}
         for k, pair in enumerate(problem.pairs[i]):
             caller = problem.senders[pair.sender] == cp.client
             if not (whole or caller):
@@ -359,24 +391,47 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint) -> _State | No
             n = _flat(problem, i, k)
             issued = cp.issued if caller else cp.time
             target = bisect.bisect_left(problem.times[pair.sender], issued)
-            p = pos[i][k]
-            if p < 0 and whole:
+            if pos[i][k] < 0 and whole:
                 pos[i][k] = max(target, floors[n])
-            elif p < 0:
+            elif pos[i][k] < 0:
                 floors[n] = max(floors[n], target)
-            elif p < target:
-                if any(sent is not None for _d, sent in pair.deltas[p:target]):
-                    return None  # a message it should have heard by now
-                pos[i][k] = target
-    after = _replace(
-        state, idx=state.idx + 1, pos=tuple(tuple(r) for r in pos), floors=tuple(floors)
-    )
-    for i in range(len(problem.instances)):
-        if after.pos[i] != state.pos[i] and not _silent(
-            _view(problem, i, state.pos[i]), _view(problem, i, after.pos[i])
-        ):
+            elif pos[i][k] < target:
+                targets[k] = target
+        if not _silent(_view(problem, i, state.pos[i]), _view(problem, i, tuple(pos[i]))):
             return None
-    return after
+        if targets and not _catch_up(problem, i, pos[i], targets):
+            return None
+    return _replace(
+        state,
+        idx=state.idx + 1,
+        pos=tuple(tuple(r) for r in pos),
+        floors=tuple(floors),
+        dead=tuple(dead),
+    )
+
+
+def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]) -> bool:
+    """Advance pairs ``k`` of instance ``i`` to ``targets[k]`` unheard, if some order allows.
+
+    Greedy: take any next action that changes nothing ``E`` can see (no message, no count
+    crossing zero), additions first; an addition taken early never makes a later step heard.
+    """
+    view = _view(problem, i, tuple(pos))
+    pairs = problem.pairs[i]
+    while targets:
+        ready = None
+        for k in targets:
+            delta = pairs[k].deltas[pos[k]]
+            unheard = not _action_events(view, delta)
+            if unheard and (ready is None or all(d > 0 for d in delta[0].values())):
+                ready = k
+        if ready is None:
+            return False
+        view.update(pairs[ready].deltas[pos[ready]][0])
+        pos[ready] += 1
+        if pos[ready] == targets[ready]:
+            del targets[ready]
+    return True
 
 
 def _silent(before: Counter, after: Counter) -> bool:
