@@ -43,6 +43,10 @@ class Watcher(Entity):
     def on_message(self, turn: Turn, value: Value) -> None:
         self.history.append((self.clock(), "!", value))
 
+    def received(self) -> set[tuple[str, tuple]]:
+        """Every ``(kind, captures)`` received so far."""
+        return {(kind, captures) for _t, kind, captures in self.history}
+
     def holds(self, captures: tuple) -> bool:
         return captures in self.live.values()
 

@@ -64,7 +64,7 @@ def test_a_reobserved_pattern_gives_one_retraction_and_one_assertion() -> None:
     quiet = [Checkpoint(20)]
     right = [(3, "+", (1,)), (7, "-", (1,)), (8, "+", (1,))]
     assert explain(right, [first, second], programs, quiet) is None
-    flicker = right + [(9, "-", (1,)), (10, "+", (1,))]
+    flicker = [*right, (9, "-", (1,)), (10, "+", (1,))]
     assert explain(flicker, [first, second], programs, quiet) is not None
 
 
