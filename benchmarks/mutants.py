@@ -227,8 +227,11 @@ def run(mutant: Mutant, python: str) -> tuple[str, float, str]:
         except subprocess.TimeoutExpired:
             return "killed", time.perf_counter() - started, f"timed out after {TIMEOUT} s"
         seconds = time.perf_counter() - started
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
-        return ("survived" if done.returncode == 0 else "killed"), seconds, tail
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        if done.returncode == 0:
+            return "survived", seconds, "\n".join(lines[-3:])
+        failed = [line.split(" - ")[0] for line in lines if line.startswith(("FAILED", "ERROR"))]
+        return "killed", seconds, (failed or lines[-1:])[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,8 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome, seconds, tail = run(m, sys.executable)
         outcomes.append(outcome)
         print(f"{outcome:8} {seconds:6.1f}s  {m.name}: {m.what}", flush=True)
-        if outcome != "killed":
-            print("         " + tail.replace("\n", "\n         "), flush=True)
+        print("         " + tail.replace("\n", "\n         "), flush=True)
     killed = outcomes.count("killed")
     print(f"killed {killed} of {len(chosen)} ({100 * killed / max(1, len(chosen)):.0f}%)")
     return 0 if killed == len(chosen) else 1

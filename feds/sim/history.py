@@ -101,6 +101,8 @@ class _Pair:
     """``held[p]``: captures counts of ``s``'s assertions after its first ``p`` actions."""
     floor: int
     """Lowest start position allowed by quiet points and syncs before the instance opened."""
+    relevant: list[int] = field(default_factory=list)
+    """Indices of the actions that change what ``i`` sees (the others are skipped)."""
 
 
 @dataclass
@@ -112,6 +114,8 @@ class _Problem:
     times: list[list[int]]
     """Per sender, the issue times of its actions."""
     senders: list[object]
+    produces: list[set[tuple[str, tuple]]] = field(default_factory=list)
+    """Per instance, every ``(kind, captures)`` it could ever give ``E``."""
     visited: set = field(default_factory=set)
     best: int = 0
 
@@ -137,7 +141,7 @@ def explain(
                 pair.floor = _floor(inst, s, checkpoints, times[j])
                 row.append(pair)
         pairs.append(row)
-    problem = _Problem(timeline, instances, pairs, times, senders)
+    problem = _Problem(timeline, instances, pairs, times, senders, [_produces(r) for r in pairs])
     start = _State(
         0,
         tuple(tuple(-1 for _ in row) for row in pairs),
@@ -188,7 +192,19 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         now = held[-1].copy()
         now.update(delta)
         held.append(+now)
-    return _Pair(j, deltas, held, 0) if relevant else None
+    if not relevant:
+        return None
+    return _Pair(j, deltas, held, 0, [n for n, (d, sent) in enumerate(deltas) if d or sent])
+
+
+def _produces(pairs: list[_Pair]) -> set[tuple[str, tuple]]:
+    out: set[tuple[str, tuple]] = set()
+    for pair in pairs:
+        for changes, sent in pair.deltas:
+            out.update((kind, c) for c in changes for kind in "+-")
+            if sent is not None:
+                out.add(("!", sent))
+    return out
 
 
 def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times: list[int]) -> int:
@@ -248,7 +264,10 @@ def _search(problem: _Problem, state: _State) -> bool:
     if entry[0] == "q":
         after = _checkpoint(problem, state, entry[2], now)
         return after is not None and _search(problem, after)
+    heard = (entry[2], entry[3])
     for i in range(len(problem.instances)):
+        if heard not in problem.produces[i]:
+            continue
         for ready in _silent_closure(problem, state, i, now):
             for events, after in _moves(problem, ready, i, now):
                 n = sum(events.values())
@@ -318,19 +337,29 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
         j = pair.sender
         issued = bisect.bisect_left(problem.times[j], now)
         p = pos[k]
+        relevant = pair.relevant
         if p < 0:
-            for start in range(state.floors[_flat(problem, i, k)], issued + 1):
+            # Starting anywhere between two actions that matter to i is the same start, but the
+            # latest is the least constrained: try just before each one, and after all.
+            floor = state.floors[_flat(problem, i, k)]
+            first = bisect.bisect_left(relevant, floor)
+            for start in (*relevant[first : bisect.bisect_right(relevant, issued)], issued):
+                if start < floor:
+                    continue
                 events = _start_events(view, pair.held[start])
                 order = 2 * start + 1
                 if events and order < state.hwm[j]:
                     continue
                 yield events, _moved(state, i, k, start, j, order if events else None)
-        elif p < issued:
-            events = _action_events(view, pair.deltas[p])
-            order = 2 * (p + 1)
-            if events and order < state.hwm[j]:
-                continue
-            yield events, _moved(state, i, k, p + 1, j, order if events else None)
+        else:
+            r = bisect.bisect_left(relevant, p)  # actions that do not matter to i are skipped
+            if r < len(relevant) and relevant[r] < issued:
+                action = relevant[r]
+                events = _action_events(view, pair.deltas[action])
+                order = 2 * (action + 1)
+                if events and order < state.hwm[j]:
+                    continue
+                yield events, _moved(state, i, k, action + 1, j, order if events else None)
     if inst.closed is not None and inst.closed <= now:
         events = Counter(("-", c) for c, n in view.items() if n > 0)
         yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :]))
