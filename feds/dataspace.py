@@ -4,6 +4,10 @@ Asserting ``<Observe pattern observer>`` into a dataspace publishes each distinc
 vector (a tuple) of the assertions matching ``pattern`` to ``observer``, and retracts it when the
 last matching assertion goes. Retracting the Observe retracts everything it published. Messages
 matching an Observe reach its observer as a message carrying the captures vector.
+
+An Observe is an assertion like any other: counted in the bag, acted on once. A second copy of
+the same ``<Observe pattern observer>`` registers nothing more, and withdrawing one of two copies
+withdraws nothing; only the last copy's retraction does.
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ class Dataspace(Entity):
     def __init__(self) -> None:
         self.index = Index()
         self.assertions: dict[Handle, Value] = {}
-        self.observers: dict[Handle, tuple[object, _Observer]] = {}
+        self.observers: dict[Value, tuple[object, _Observer, int]] = {}
+        """Each distinct Observe assertion → its skeleton, its index callback and its copies."""
         self.turn: Turn | None = None
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
@@ -73,27 +78,37 @@ class Dataspace(Entity):
         self.assertions[handle] = value
         self.index.add_assertion(value)
         obs = as_observe(value)
-        if obs is not None:
-            pattern, ref = obs
-            try:
-                skeleton = compile_pattern(pattern)
-            except PatternError as exc:
-                log.warning("Observe with an invalid pattern kept as a plain assertion: %s", exc)
-                return
-            observer = _Observer(self, ref)
-            self.observers[handle] = (skeleton, observer)
-            self.index.add_handler(skeleton, observer)
+        if obs is None:
+            return
+        entry = self.observers.get(value)
+        if entry is not None:
+            skeleton, observer, copies = entry
+            self.observers[value] = (skeleton, observer, copies + 1)
+            return
+        pattern, ref = obs
+        try:
+            skeleton = compile_pattern(pattern)
+        except PatternError as exc:
+            log.warning("Observe with an invalid pattern kept as a plain assertion: %s", exc)
+            return
+        observer = _Observer(self, ref)
+        self.observers[value] = (skeleton, observer, 1)
+        self.index.add_handler(skeleton, observer)
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
         value = self.assertions.pop(handle, None)
         if value is None:
             return
         self.turn = turn
-        entry = self.observers.pop(handle, None)
+        entry = self.observers.get(value)
         if entry is not None:
-            skeleton, observer = entry
-            self.index.remove_handler(skeleton, observer)
-            observer.withdraw(turn)
+            skeleton, observer, copies = entry
+            if copies > 1:
+                self.observers[value] = (skeleton, observer, copies - 1)
+            else:
+                del self.observers[value]
+                self.index.remove_handler(skeleton, observer)
+                observer.withdraw(turn)
         self.index.remove_assertion(value)
 
     def on_message(self, turn: Turn, value: Value) -> None:

@@ -27,8 +27,8 @@ import logging
 from collections.abc import Callable
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
-from feds.dataspace import Dataspace
-from feds.protocols import Protocol, make_protocol
+from feds.dataspace import Dataspace, as_observe, observe
+from feds.protocols import Observation, Protocol, make_protocol
 from feds.values import Record, Symbol, Value
 
 log = logging.getLogger("feds.node")
@@ -213,20 +213,48 @@ class NodeService(Entity):
 
 
 class LocalAccess(Entity):
-    """Makes the fragment look like a plain dataspace to applications."""
+    """Makes the fragment look like a plain dataspace to applications.
+
+    With a protocol whose ``per_observation`` is set, each distinct ``<Observe pattern e>``
+    enters the fragment as ``<Observe pattern token>``, one :class:`~feds.protocols.Observation`
+    token per distinct Observe for as long as a copy of it is asserted here.
+    """
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.handles: dict[Handle, Handle] = {}
+        self.handles: dict[Handle, tuple[Handle, Value]] = {}
+        """Each application handle → the fragment's handle and the value the application gave."""
+        self.tokens: dict[Value, tuple[Ref, int]] = {}
+        """Each distinct Observe asserted here → its token and how many copies are asserted."""
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         node = self.node
-        self.handles[handle] = turn.publish(node.fragment, node.protocol.wrap(node, value))
+        entered = value
+        if node.protocol.per_observation:
+            obs = as_observe(value)
+            if obs is not None:
+                entered = observe(obs[0], self._token(turn, value, obs[1]))
+        mine = turn.publish(node.fragment, node.protocol.wrap(node, entered))
+        self.handles[handle] = (mine, value)
+
+    def _token(self, turn: Turn, value: Value, observer: Ref) -> Ref:
+        entry = self.tokens.get(value)
+        token, copies = (turn.ref(Observation(observer)), 0) if entry is None else entry
+        self.tokens[value] = (token, copies + 1)
+        return token
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
-        mine = self.handles.pop(handle, None)
-        if mine is not None:
-            turn.retract(mine)
+        entry = self.handles.pop(handle, None)
+        if entry is None:
+            return
+        mine, value = entry
+        turn.retract(mine)
+        token = self.tokens.get(value)
+        if token is not None:
+            if token[1] > 1:
+                self.tokens[value] = (token[0], token[1] - 1)
+            else:
+                del self.tokens[value]
 
     def on_message(self, turn: Turn, value: Value) -> None:
         node = self.node

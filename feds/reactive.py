@@ -81,7 +81,7 @@ def on_message(turn: Turn, ds: Ref, pattern: PatternLike, fn: OnCaptures | None 
     return _install(turn, ds, pattern, _During(None, fn))
 
 
-class _Relay(Entity):
+class RelayEntity(Entity):
     """An assertion relay's observer: maps each captures vector to an assertion elsewhere.
 
     Messages go through ``message_transform`` (by default the same ``transform``).
@@ -123,11 +123,10 @@ def relay(
 
     ``transform(captures)`` returns ``(target, value)`` — assert ``value`` at ``target`` while the
     match lasts, or send it as a message if the match was a message — or ``None`` to skip it.
-    ``messages``, if given, replaces ``transform`` for matches that are messages: a message is
-    never retained, so it may skip steps an assertion needs (see
-    :func:`feds.protocols.relay_via_at`).
+    ``messages``, if given, replaces ``transform`` for matches that are messages (e.g.
+    :func:`feds.protocols.ignore` for a rule about assertions only).
     """
-    return _install(turn, ds, pattern, _Relay(transform, messages))
+    return _install(turn, ds, pattern, RelayEntity(transform, messages))
 
 
 def relay_object(turn: Turn, transform: Callable[[Value], Relayed]) -> Ref:
@@ -136,4 +135,4 @@ def relay_object(turn: Turn, transform: Callable[[Value], Relayed]) -> Ref:
     Whatever is asserted at (or sent to) the returned ref becomes ``transform(value)`` — a
     ``(target, value)`` pair, or ``None`` to drop it — for as long as the original lasts.
     """
-    return turn.ref(_Relay(transform))
+    return turn.ref(RelayEntity(transform))

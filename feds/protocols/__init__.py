@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from feds.actor import Handle, Ref, Turn
-from feds.reactive import PatternLike, Relayed, relay
+from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.dataspace import observe
+from feds.reactive import PatternLike, Relayed, RelayEntity, pattern_value
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -22,49 +23,163 @@ AT = Symbol("at")
 """``<at t x>``: every protocol's record for "``x``, to be delivered at ``t``"."""
 
 Route = Callable[[tuple], tuple[Ref, Value] | None]
-Delivery = Callable[[Ref, Value], tuple[Ref, Value]]
 
 
-def _direct(t: Ref, x: Value) -> tuple[Ref, Value]:
-    return t, x
+def ignore(captures: tuple) -> Relayed:
+    """Drop a matching message (for a relay whose rule is about assertions only)."""
+    return None
 
 
-def relay_via_at(
-    turn: Turn,
-    ds: Ref,
-    pattern: PatternLike,
-    fragment: Ref,
-    route: Route,
-    deliver: Delivery = _direct,
-) -> Handle:
-    """An assertion relay from ``ds`` whose matches reach ``t`` through ``fragment``'s ``<at t x>``.
+def via_at(fragment: Ref, route: Route) -> Callable[[tuple], Relayed]:
+    """A relay transform: each match whose ``route(captures)`` is ``(t, x)`` becomes ``<at t x>``
+    in ``fragment`` (``None`` skips the match), whose bag deduplicates it before the fragment's
+    own ``<at …>`` rules deliver it.
 
-    ``route(captures)`` gives ``(t, x)``, or ``None`` to skip the match. A matching *assertion*
-    becomes ``<at t x>`` in ``fragment``, whose bag deduplicates it before the fragment's own
-    ``<at …>`` rules deliver it. A matching *message* is fused with that delivery: it goes
-    straight to ``deliver(t, x)``, the ``(target, value)`` those rules would send it to (by
-    default ``x`` at ``t``, as copy-up and aggregate-subs deliver every ``<at t x>``). A message is
-    never retained, so there is nothing to deduplicate, and the fused path saves the fragment a
-    turn and an index lookup. This is only equivalent because nothing but those ``<at …>`` rules
-    observes ``<at …>`` in a fragment: applications only ever see (and observe) the protocol's
-    local envelope.
+    Messages take the same step. Skipping it for them (a message is never retained, so there is
+    nothing to deduplicate) saved a turn per hop but let a message overtake an assertion made
+    before it; see "Guarantees" in ``docs/protocols.md``.
     """
 
-    def asserted(captures: tuple) -> Relayed:
+    def at(captures: tuple) -> Relayed:
         out = route(captures)
         return None if out is None else (fragment, Record(AT, out))
 
-    def sent(captures: tuple) -> Relayed:
-        out = route(captures)
-        return None if out is None else deliver(out[0], out[1])
+    return at
 
-    return relay(turn, ds, pattern, asserted, route if deliver is _direct else sent)
+
+class Sink:
+    """Where a delivering relay (:func:`deliver`) puts its matches; ``out`` is what the relay's
+    ``route(captures)`` gave, and names what :meth:`add` holds until :meth:`remove`."""
+
+    def add(self, turn: Turn, out: Value) -> None:
+        """A match is asserted: hold ``out`` (once, however many times it is added)."""
+        raise NotImplementedError
+
+    def remove(self, turn: Turn, out: Value) -> None:
+        """One match that gave ``out`` is retracted."""
+        raise NotImplementedError
+
+    def send(self, turn: Turn, out: Value) -> None:
+        """A match is a message."""
+        raise NotImplementedError
+
+
+class Deliveries(Sink):
+    """A fragment's deduplicated delivery: ``x`` at ``t`` once, however many rules ask for it.
+
+    This is the seed's ``<at t x>`` ("every fragment delivers ``<at t x>`` as ``x`` at ``t``")
+    without putting the record into the fragment's bag and taking it out again: the count per
+    ``(t, x)`` is kept here, so an assertion is delivered in the turn of the rule that made it,
+    not two turns later. A message has nothing to count and goes out in that same turn too, so
+    messages and assertions take the same steps and keep their order. Used by the protocols in
+    which nothing but the fragment's own delivery rule observes ``<at …>`` (copy-up and
+    aggregate-subs; observer-flood's half-links mirror ``<at …>`` records, so it keeps them).
+    Deliveries are made in the node's root facet and go when their last asker goes; the final
+    target is :func:`observer_of` ``t``.
+    """
+
+    def __init__(self, facet: Facet) -> None:
+        self.facet = facet
+        self.held: dict[tuple[Ref, Value], list] = {}
+        """``(t, x)`` → ``[askers, handle]``."""
+
+    def add(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+        entry = self.held.get(out)
+        if entry is not None:
+            entry[0] += 1
+        else:
+            saved = turn.facet
+            turn.facet = self.facet
+            self.held[out] = [1, turn.publish(observer_of(out[0]), out[1])]
+            turn.facet = saved
+
+    def remove(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+        entry = self.held[out]
+        if entry[0] > 1:
+            entry[0] -= 1
+        else:
+            del self.held[out]
+            turn.retract(entry[1])
+
+    def send(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+        turn.message(observer_of(out[0]), out[1])
+
+
+class _Delivering(Entity):
+    """A relay whose matches go to a :class:`Sink` (see :func:`deliver`)."""
+
+    def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
+        self.sink = sink
+        self.route = route
+        self.held: dict[Handle, Value] = {}
+
+    def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
+        out = self.route(captures)  # type: ignore[arg-type]
+        if out is not None:
+            self.sink.add(turn, out)
+            self.held[handle] = out
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        out = self.held.pop(handle, None)
+        if out is not None:
+            self.sink.remove(turn, out)
+
+    def on_message(self, turn: Turn, captures: Value) -> None:
+        out = self.route(captures)  # type: ignore[arg-type]
+        if out is not None:
+            self.sink.send(turn, out)
+
+    def release(self, turn: Turn) -> None:
+        """Its facet stopped: give up everything it put into the sink."""
+        for out in self.held.values():
+            self.sink.remove(turn, out)
+        self.held.clear()
+
+
+def deliver(
+    turn: Turn,
+    ds: Ref,
+    pattern: PatternLike,
+    sink: Sink,
+    route: Callable[[tuple], Value | None],
+) -> Handle:
+    """A relay from ``ds`` whose matches go to ``sink`` as ``route(captures)`` (``None`` skips a
+    match): held while the match lasts, sent if it is a message, in the relay's own turn. With
+    :class:`Deliveries`, the seed's ``<at t x>`` step for ``route`` giving ``(t, x)``."""
+    entity = _Delivering(sink, route)
+    turn.on_stop(entity.release)
+    return turn.publish(ds, observe(pattern_value(pattern), turn.ref(entity)))
+
+
+class Observation(RelayEntity):
+    """Stands for one distinct ``<Observe pattern observer>`` of an application at this node.
+
+    With a protocol whose ``per_observation`` is set, local access puts an observation token in
+    place of the observer (see :class:`feds.node.LocalAccess`). The protocol's ``<at t x>``
+    records then name an observation, not an entity: one dataspace gives an entity that
+    observes two patterns one assertion per (observation, captures), and ``<at e x>`` would
+    merge two observations with equal captures into one. The final delivery goes straight to
+    :func:`observer_of` the token; anything else sent or asserted to a token (by a meta-observer
+    that found it in an Observe) is forwarded to the observer.
+    """
+
+    def __init__(self, observer: Ref) -> None:
+        super().__init__(lambda value: (observer, value))
+        self.observer = observer
+
+
+def observer_of(target: Ref) -> Ref:
+    """The application's observer if ``target`` is an observation token, else ``target``."""
+    entity = target.entity
+    return entity.observer if entity.__class__ is Observation else target  # type: ignore[attr-defined]
 
 
 class Protocol:
     """How one node takes part in a federation."""
 
     name: ClassVar[str]
+    per_observation: ClassVar[bool] = False
+    """Whether local access gives each distinct Observe its own :class:`Observation` token."""
 
     def setup(self, turn: Turn, node: Node) -> None:
         """Install the rules every fragment runs (in the node's root facet)."""

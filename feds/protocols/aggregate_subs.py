@@ -1,31 +1,41 @@
 """The "aggregate-subs" protocol: only subscription *patterns* travel; subscribers stay local.
 
-Schema (seed): ``Local = <local @item any>``, ``At = <at @fragment #:any @item any>``,
-``Sub = <sub @fragment #:any @pat any>``, ``Pub = <pub @fragment #:any @pat any @vs [any ...]>``.
+Schema (seed, with an inbox added to ``Sub``, and ``At`` kept as deliveries, not records):
+``Local = <local @item any>``, ``Sub = <sub @fragment #:any @pat any @inbox #:any>``,
+``Pub = <pub @fragment #:any @pat any @vs [any ...]>``.
 
 * Local access wraps ``v`` as ``<local v>``.
-* Half-uplink a→b: each ``<sub f pat>`` at ``a`` with f ≠ b gives ``<at b <sub a pat>>`` at ``a``.
-* In ``f``, each distinct ``<sub _ pat>`` publishes local matches ``vs`` as ``<pub f pat vs>``.
-* In ``f``, each ``<sub t pat>`` with t ≠ f relays each ``<pub a pat x>`` with a ≠ t as
-  ``<at t <pub f pat x>>`` (next hop ``t``, previous hop relabelled ``f``).
-* A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat>`` and receives each
+* Half-uplink a→b: while some ``<sub f pat _>`` at ``a`` has f ≠ b, ``a`` holds one *inbox* for
+  ``pat`` (an entity re-asserting in ``a`` whatever it receives) and ``<sub a pat inbox>`` at b.
+* In ``f``, each distinct ``<sub _ pat _>`` publishes local matches ``vs`` as ``<pub f pat vs>``.
+* In ``f``, each ``<sub t pat inbox>`` with t ≠ f relays each ``<pub a pat x>`` with a ≠ t as
+  ``<at inbox <pub f pat x>>`` (next hop ``t``, previous hop relabelled ``f``).
+* A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat f>`` and receives each
   ``<pub _ pat x>`` as ``x``.
-* Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network).
+* Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network): here
+  through the fragment's :class:`~feds.protocols.Deliveries`, without the record.
 
-Messages are never retained, so there is nothing to deduplicate: the next-hop relay sends a
-``<pub f pat x>`` message straight to ``t`` instead of ``<at t <pub f pat x>>`` to ``f``
-(:func:`~feds.protocols.relay_via_at`), one turn and one index lookup less per hop.
+The inbox is the seed's rule made safe against re-subscription. Without it, when the last
+observer of ``pat`` at ``a`` went and a new one came before the overlay was quiet, the new one
+was shown the answers still held for the old subscription, then saw them retracted as the
+withdrawal reached each hop, then given again: one extra ``-``/``+`` per hop. An inbox lives as
+long as one subscription of ``pat`` across the link: when it goes, everything it re-asserted is
+retracted at once, and late answers to it are dropped, so a new subscription (a new inbox) only
+ever sees answers given to it.
+
+Messages follow the same rules, each step a message, through the same deliveries as assertions:
+so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feds.actor import Ref, Turn
+from feds.actor import Facet, Ref, Turn
 from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, relay_via_at
-from feds.reactive import Relayed, during, relay
+from feds.protocols import Deliveries, Protocol, Sink, deliver
+from feds.reactive import during, relay, relay_object
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -36,11 +46,6 @@ SUB = Symbol("sub")
 PUB = Symbol("pub")
 
 
-def _ignore(captures: tuple) -> Relayed:
-    """Drop a matching message (the rule is about assertions)."""
-    return None
-
-
 class AggregateSubs(Protocol):
     name = "aggregate-subs"
 
@@ -49,10 +54,10 @@ class AggregateSubs(Protocol):
 
     def setup(self, turn: Turn, node: Node) -> None:
         f = node.fragment
-        relay(turn, f, rec_group(AT, [bind(), bind()]), lambda c: (c[0], c[1]))
+        at = Deliveries(turn.facet)
 
         def local_observer(t: Turn, pat: Value, e: Ref) -> None:
-            t.publish(f, Record(SUB, (f, pat)))
+            t.publish(f, Record(SUB, (f, pat, f)))
             relay(t, f, rec_group(PUB, [DISCARD, lit(pat), bind()]), lambda c: (e, c[0]))
 
         during(turn, f, rec_group(LOCAL, [rec_group(OBSERVE, [bind(), bind()])]), local_observer)
@@ -60,26 +65,65 @@ class AggregateSubs(Protocol):
         def publish_local(t: Turn, pat: Value) -> None:
             relay(t, f, rec_group(LOCAL, [pat]), lambda vs: (f, Record(PUB, (f, pat, vs))))
 
-        during(turn, f, rec_group(SUB, [DISCARD, bind()]), publish_local)
+        during(turn, f, rec_group(SUB, [DISCARD, bind(), DISCARD]), publish_local)
 
-        def next_hop(t: Turn, hop: Ref, pat: Value) -> None:
+        def next_hop(t: Turn, hop: Ref, pat: Value, inbox: Ref) -> None:
             if hop == f:
                 return
-            relay_via_at(
+            deliver(
                 t,
                 f,
                 rec_group(PUB, [bind(), lit(pat), bind()]),
-                f,
-                lambda c: None if c[0] == hop else (hop, Record(PUB, (f, pat, c[1]))),
+                at,
+                lambda c: None if c[0] == hop else (inbox, Record(PUB, (f, pat, c[1]))),
             )
 
-        during(turn, f, rec_group(SUB, [bind(), bind()]), next_hop)
+        during(turn, f, rec_group(SUB, [bind(), bind(), bind()]), next_hop)
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         a, b = node.fragment, peer
+        wants = _Wants(a, b)
+        local = rec_group(LOCAL, [rec_group(OBSERVE, [bind(), DISCARD])])
+        deliver(turn, a, local, wants, lambda c: c[0])
+        outside = (a, b)
+        others = rec_group(SUB, [bind(), bind(), DISCARD])
+        deliver(turn, a, others, wants, lambda c: None if c[0] in outside else c[1])
 
-        def forward(c: tuple) -> Relayed:
-            source, pat = c
-            return None if source == b else (a, Record(AT, (b, Record(SUB, (a, pat)))))
 
-        relay(turn, a, rec_group(SUB, [bind(), bind()]), forward, _ignore)
+class _Wants(Sink):
+    """Half-link a→b: one inbox and one ``<sub a pat inbox>`` at b per pattern wanted from b.
+
+    ``pat`` is wanted from b while a local observer of ``pat`` or a ``<sub s pat _>`` with s
+    neither ``a`` nor ``b`` is at ``a``. Each time it becomes wanted, a new facet holds a new
+    inbox. Local observers are counted from their ``<local <Observe …>>`` records, not from
+    ``<sub a pat a>``, so that an inbox goes in the same turn as the last local observer's
+    relay: a new observer's relay, installed later, never sees what the old inbox held.
+    """
+
+    def __init__(self, a: Ref, b: Ref) -> None:
+        self.a = a
+        self.b = b
+        self.wants: dict[Value, tuple[int, Facet]] = {}
+
+    def add(self, turn: Turn, pat: Value) -> None:
+        entry = self.wants.get(pat)
+        if entry is not None:
+            self.wants[pat] = (entry[0] + 1, entry[1])
+        else:
+            self.wants[pat] = (1, turn.new_facet(lambda t: self._ask(t, pat)))
+
+    def _ask(self, turn: Turn, pat: Value) -> None:
+        a = self.a
+        inbox = relay_object(turn, lambda x: (a, x))
+        turn.publish(self.b, Record(SUB, (a, pat, inbox)))
+
+    def remove(self, turn: Turn, pat: Value) -> None:
+        count, facet = self.wants[pat]
+        if count > 1:
+            self.wants[pat] = (count - 1, facet)
+        else:
+            del self.wants[pat]
+            turn.stop(facet)
+
+    def send(self, turn: Turn, pat: Value) -> None:
+        """A message that looks like a subscription is no subscription: dropped."""

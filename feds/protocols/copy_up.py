@@ -1,43 +1,45 @@
 """The "copy-up" protocol: every non-subscription assertion is copied up to the root.
 
-Schema (seed): ``LinkEnvelope = <link @id any @body any>``, ``Content = <content @body any>``,
-``FromUplink = <from-uplink @distributor #:any @body any>``,
-``At = <at @observer #:any @body any>``.
+Schema (seed): ``LinkEnvelope = <link @id any @body any>``,
+``FromUplink = <from-uplink @distributor #:any @body any>``; ``Content = <content @body any>`` and
+``At = <at @observer #:any @body any>`` are kept as counts (offers, deliveries), not records.
 
 * Local access wraps ``v`` as ``<link #f v>``.
-* The uplink relays the fragment's ``<content v>`` to the parent as ``<link f v>``.
+* The uplink relays the fragment's ``<content v>`` to the parent as ``<link f v>``: here the
+  fragment's offers (``_Offers``), a count per ``v`` instead of the record.
 * Every ``<link _ v>`` whose ``v`` is not an Observe is asserted back as ``<content v>``.
 * Per distinct observed pattern ``pat`` (in ``<link _ <Observe pat _>>``) a distributor ``d``
   turns each ``x`` it receives into ``<from-uplink d x>``, and ``<content <Observe pat d>>``
   carries one aggregated subscription up; each observer ``e`` of ``pat`` gets ``<at e x>`` for
   each ``<from-uplink d x>``.
-* Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication).
+* Every fragment delivers ``<at e x>`` as ``x`` at ``e`` (deduplication): here through the
+  fragment's :class:`~feds.protocols.Deliveries`, without the record.
 * For each ``<link f <Observe pat e>>``, the fragment watches ``<link i v>`` with ``v`` matching
   ``pat`` and answers ``<at e vs>`` when ``i`` is ``#f`` or ``i ≠ f`` (split horizon).
 
-Messages are never retained, so there is nothing to deduplicate or to offer the parent later:
-both rules that answer ``<at e x>`` send a message ``x`` straight to ``e`` instead
-(:func:`~feds.protocols.relay_via_at`), and a ``<link _ v>`` message goes straight up as
-``<link f v>`` to the parent (if the uplink is up) rather than as ``<content v>`` through the
-uplink's relay, the only observer of ``<content …>``. Each saves a turn and an index lookup.
+Local access puts an observation token (:class:`~feds.protocols.Observation`) in place of an
+application's observer, so ``e`` in ``<at e x>`` is one observation: an entity observing two
+patterns gets each match once per observation, as from one dataspace.
+
+Messages follow the same rules, each step a message, offered and delivered in the same turns as
+assertions: so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feds.actor import Ref, Turn
+from feds.actor import Facet, Handle, Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Protocol, relay_via_at
-from feds.reactive import during, relay, relay_object
+from feds.protocols import Deliveries, Protocol, Sink, deliver
+from feds.reactive import during, relay_object
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
     from feds.node import Node
 
 LINK = Symbol("link")
-CONTENT = Symbol("content")
 FROM_UPLINK = Symbol("from-uplink")
 LOCAL_ID = False
 """The link id of local assertions (``#f`` in the seed)."""
@@ -54,32 +56,30 @@ def link_observe(link_id: Value, pattern: Value, observer: Value) -> Value:
 
 class CopyUp(Protocol):
     name = "copy-up"
+    per_observation = True
+
+    def __init__(self) -> None:
+        self.offers: dict[Ref, _Offers] = {}
+        """Each node's offers to its parent, by the node's fragment."""
 
     def wrap(self, node: Node, value: Value) -> Value:
         return Record(LINK, (LOCAL_ID, value))
 
     def setup(self, turn: Turn, node: Node) -> None:
         F = node.fragment
-        relay(turn, F, rec_group(AT, [bind(), bind()]), lambda c: (c[0], c[1]))
+        at = Deliveries(turn.facet)
 
-        def content(c: tuple) -> tuple[Ref, Value] | None:
-            return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))
-
-        def up(c: tuple) -> tuple[Ref, Value] | None:
-            """A message: what the uplink would do with ``<content v>``, without that step."""
-            parent = node.parent_fragment
-            if parent is None or _is_observe(c[0]):
-                return None
-            return parent, Record(LINK, (F, c[0]))
-
-        relay(turn, F, rec_group(LINK, [DISCARD, bind()]), content, up)
+        offers = self.offers[F] = _Offers(F)
+        deliver(turn, F, rec_group(LINK, [DISCARD, bind()]), offers, _content)
 
         def distribute(t: Turn, pat: Value) -> None:
             d = relay_object(t, lambda x: (F, Record(FROM_UPLINK, (d, x))))
-            t.publish(F, Record(CONTENT, (observe(pat, d),)))
+            subscription = observe(pat, d)
+            offers.add(t, subscription)
+            t.on_stop(lambda t: offers.remove(t, subscription))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
-                relay_via_at(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), F, lambda c: (e, c[0]))
+                deliver(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), at, lambda c: (e, c[0]))
 
             during(t, F, link_observe(DISCARD, lit(pat), bind()), observer_of_pat)
 
@@ -92,11 +92,76 @@ class CopyUp(Protocol):
                     return None
                 return e, c[1:]
 
-            relay_via_at(t, F, rec_group(LINK, [bind(), pat]), F, split_horizon)
+            deliver(t, F, rec_group(LINK, [bind(), pat]), at, split_horizon)
 
         during(turn, F, link_observe(bind(), bind(), bind()), answer)
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         if peer_is_parent:
-            F = node.fragment
-            relay(turn, F, rec_group(CONTENT, [bind()]), lambda c: (peer, Record(LINK, (F, c[0]))))
+            self.offers[node.fragment].link_up(turn, peer)
+
+
+def _content(c: tuple) -> Value | None:
+    """What a ``<link _ v>`` offers the parent: ``v``, unless it is an Observe."""
+    return None if _is_observe(c[0]) else c[0]
+
+
+class _Offers(Sink):
+    """The seed's ``<content v>``, kept as a count: what this fragment offers its parent.
+
+    The seed asserts ``<content v>`` for each ``<link _ v>`` that is not an Observe and for each
+    aggregated subscription, and the uplink copies each ``<content v>`` to the parent as
+    ``<link f v>``. Nothing else observes ``<content …>``, so the record need not enter the bag:
+    the count per ``v`` is kept here and ``<link f v>`` is asserted at the parent in the turn of
+    the rule that offered ``v`` (two turns sooner), or when the uplink comes up. A message is
+    sent to the parent in that same turn, so it keeps its place behind the assertions before it.
+    """
+
+    def __init__(self, fragment: Ref) -> None:
+        self.fragment = fragment
+        self.held: dict[Value, list] = {}
+        """``v`` → ``[offers, handle at the parent or None]``."""
+        self.parent: Ref | None = None
+        self.link: Facet | None = None
+
+    def add(self, turn: Turn, out: Value) -> None:
+        entry = self.held.get(out)
+        if entry is not None:
+            entry[0] += 1
+        else:
+            self.held[out] = [1, self._up(turn, out)]
+
+    def _up(self, turn: Turn, v: Value) -> Handle | None:
+        if self.parent is None:
+            return None
+        saved = turn.facet
+        turn.facet = self.link  # type: ignore[assignment]
+        handle = turn.publish(self.parent, Record(LINK, (self.fragment, v)))
+        turn.facet = saved
+        return handle
+
+    def remove(self, turn: Turn, out: Value) -> None:
+        entry = self.held[out]
+        if entry[0] > 1:
+            entry[0] -= 1
+        else:
+            del self.held[out]
+            if entry[1] is not None:
+                turn.retract(entry[1])
+
+    def send(self, turn: Turn, out: Value) -> None:
+        if self.parent is not None:
+            turn.message(self.parent, Record(LINK, (self.fragment, out)))
+
+    def link_up(self, turn: Turn, parent: Ref) -> None:
+        """The uplink to ``parent`` is up (in its facet): offer everything held."""
+        self.parent = parent
+        self.link = turn.facet
+        for v, entry in self.held.items():
+            entry[1] = self._up(turn, v)
+        turn.on_stop(self._link_down)
+
+    def _link_down(self, turn: Turn) -> None:
+        """The uplink's facet stops, retracting everything offered through it (a handle kept
+        from it is unknown from then on: retracting it again does nothing)."""
+        self.parent = self.link = None

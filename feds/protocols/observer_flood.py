@@ -11,11 +11,13 @@ Schema (seed): ``From = <from @fragment #:any @body any>``, ``At = <at @observer
 
 No aggregation: several observers of one pattern each get their own answers across the network.
 
-Messages are never retained, so there is nothing to deduplicate: a rule that would put an
-``<at e x>`` message into its own fragment ``f`` sends it where ``f``'s ``<at e _>`` rules would
-(:func:`~feds.protocols.relay_via_at`, :func:`toward`): ``x`` to ``e`` if ``e`` observes at ``f``,
-else ``<at e x>`` to the neighbour fragment that told ``f`` about ``e`` — the one whose half-link
-mirrors ``<at e _>`` out of ``f``. One turn and one index lookup less per hop.
+Local access puts an observation token (:class:`~feds.protocols.Observation`) in place of an
+application's observer, so ``e`` above is one observation: an entity observing two patterns gets
+each match once per observation, as from one dataspace, and a withdrawn observation's answers
+still on their way can never reach a new one.
+
+Messages follow the same rules, each step a message (``<at e x>`` into the fragment, mirrored
+hop by hop): so a message never overtakes an assertion made before it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from typing import TYPE_CHECKING
 from feds.actor import Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import AT, Delivery, Protocol, relay_via_at
-from feds.reactive import during, relay
+from feds.protocols import AT, Protocol, ignore, observer_of, via_at
+from feds.reactive import Relayed, during, relay
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -40,20 +42,9 @@ def observer_pattern(source: Value, pattern: Value, observer: Value) -> Value:
     return rec_group(FROM, [source, rec_group(OBSERVE, [pattern, observer])])
 
 
-def toward(fragment: Ref, source: Ref) -> Delivery:
-    """Where ``fragment`` delivers ``<at e x>`` for an observer ``e`` it learned of from ``source``.
-
-    ``source`` is ``fragment`` itself for a local observer (delivered as ``x`` at ``e``), else the
-    neighbour fragment whose half-link asserted ``<from source <Observe _ e>>`` here and, with it,
-    the mirror that copies each ``<at e x>`` back to ``source``.
-    """
-    if source == fragment:
-        return lambda e, x: (e, x)
-    return lambda e, x: (source, Record(AT, (e, x)))
-
-
 class ObserverFlood(Protocol):
     name = "observer-flood"
+    per_observation = True
 
     def wrap(self, node: Node, value: Value) -> Value:
         return Record(FROM, (node.fragment, value))
@@ -62,25 +53,31 @@ class ObserverFlood(Protocol):
         f = node.fragment
 
         def local_observer(t: Turn, e: Ref) -> None:
-            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (e, c[0]))
+            observer = observer_of(e)
+            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))
 
         during(turn, f, observer_pattern(lit(f), DISCARD, bind()), local_observer)
 
-        def any_observer(t: Turn, source: Ref, pat: Value, e: Ref) -> None:
+        def any_observer(t: Turn, pat: Value, e: Ref) -> None:
             local_matches = rec_group(FROM, [lit(f), pat])
-            relay_via_at(t, f, local_matches, f, lambda xs: (e, xs), toward(f, source))
+            relay(t, f, local_matches, via_at(f, lambda xs: (e, xs)))
 
-        during(turn, f, observer_pattern(bind(), bind(), bind()), any_observer)
+        during(turn, f, observer_pattern(DISCARD, bind(), bind()), any_observer)
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
         a, b = node.fragment, peer
 
-        def forward(t: Turn, source: Ref, pat: Value, e: Ref) -> None:
+        def forward(c: tuple) -> Relayed:
+            source, pat, e = c
+            return None if source == b else (b, Record(FROM, (a, observe(pat, e))))
+
+        relay(turn, a, observer_pattern(bind(), bind(), bind()), forward, ignore)
+
+        def mirror(t: Turn, source: Ref, e: Ref) -> None:
+            """One mirror per observer entity, however many patterns it observes (a message
+            mirrored once per pattern would reach ``e`` once per pattern)."""
             if source == b:
                 return
-            t.publish(b, Record(FROM, (a, observe(pat, e))))
-            relay_via_at(
-                t, b, rec_group(AT, [lit(e), bind()]), a, lambda c: (e, c[0]), toward(a, source)
-            )
+            relay(t, b, rec_group(AT, [lit(e), bind()]), via_at(a, lambda c: (e, c[0])))
 
-        during(turn, a, observer_pattern(bind(), bind(), bind()), forward)
+        during(turn, a, observer_pattern(bind(), DISCARD, bind()), mirror)

@@ -86,7 +86,7 @@ class MeteredDataspace(Dataspace):
         n = len(self.assertions)
         if n > self.peak_assertions:
             self.peak_assertions = n
-        if handle in self.observers:
+        if value in self.observers:
             h = self.index.handler_count()
             if h > self.peak_handlers:
                 self.peak_handlers = h
