@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = [
     "tests/test_sync.py",
-    "tests/test_fusion.py",
+    "tests/test_message_path.py",
+    "tests/test_event_order.py",
     "tests/test_protocol_schemas.py",
     "tests/test_federation.py",
 ]
@@ -61,16 +62,16 @@ MUTANTS = [
     Mutant(
         "copy-up-no-message-up",
         "feds/protocols/copy_up.py",
-        "if parent is None or _is_observe(c[0]):",
-        "if True:",
+        "        if self.parent is not None:\n            turn.message(",
+        "        if False:\n            turn.message(",
         "copy-up never sends a message up to the parent",
     ),
     Mutant(
         "copy-up-copies-observes",
         "feds/protocols/copy_up.py",
-        "return None if _is_observe(c[0]) else (F, Record(CONTENT, (c[0],)))",
-        "return F, Record(CONTENT, (c[0],))",
-        "copy-up copies Observe assertions up as content too",
+        "return None if _is_observe(c[0]) else c[0]",
+        "return c[0]",
+        "copy-up offers Observe assertions to the parent as content too",
     ),
     Mutant(
         "copy-up-no-uplink",
@@ -83,10 +84,8 @@ MUTANTS = [
     Mutant(
         "flood-split-horizon",
         "feds/protocols/observer_flood.py",
-        "        def forward(t: Turn, source: Ref, pat: Value, e: Ref) -> None:\n"
-        "            if source == b:\n",
-        "        def forward(t: Turn, source: Ref, pat: Value, e: Ref) -> None:\n"
-        "            if source is None:\n",
+        "return None if source == b else (b, Record(FROM, (a, observe(pat, e))))",
+        "return (b, Record(FROM, (a, observe(pat, e))))",
         "observer-flood floods an Observe back to the neighbour it came from (drops f ≠ b)",
     ),
     Mutant(
@@ -99,22 +98,25 @@ MUTANTS = [
     Mutant(
         "flood-delivers-twice",
         "feds/protocols/observer_flood.py",
-        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (e, c[0]))\n",
-        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (e, c[0]))\n"
-        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (e, c[0]))\n",
+        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))\n",
+        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))\n"
+        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))\n",
         "observer-flood delivers each <at e x> to a local observer twice",
     ),
     Mutant(
         "flood-no-mirror",
         "feds/protocols/observer_flood.py",
-        "            relay_via_at(\n"
-        "                t, b, rec_group(AT, [lit(e), bind()]), a, lambda c: (e, c[0]), "
-        "toward(a, source)\n"
-        "            )\n",
-        "",
+        "            if source == b:\n                return\n            relay(t, b,",
+        "            if source is not None:\n                return\n            relay(t, b,",
         "observer-flood mirrors no answers back across a link",
     ),
-    # -- aggregate-subs -------------------------------------------------------------------
+    Mutant(
+        "flood-mirror-horizon",
+        "feds/protocols/observer_flood.py",
+        "            if source == b:\n                return\n            relay(t, b,",
+        "            relay(t, b,",
+        "observer-flood also mirrors answers toward the side the observer came from (drops s ≠ b)",
+    ),
     Mutant(
         "aggregate-next-hop-horizon",
         "feds/protocols/aggregate_subs.py",
@@ -125,9 +127,9 @@ MUTANTS = [
     Mutant(
         "aggregate-link-horizon",
         "feds/protocols/aggregate_subs.py",
-        "return None if source == b else",
-        "return None if source is None else",
-        "aggregate-subs forwards a <sub> back to the neighbour it came from (drops f ≠ b)",
+        "lambda c: None if c[0] in outside else c[1]",
+        "lambda c: None if c[0] == a else c[1]",
+        "aggregate-subs asks b for a pattern that b itself subscribed (drops s ≠ b)",
     ),
     Mutant(
         "aggregate-self-hop",
@@ -154,11 +156,10 @@ MUTANTS = [
     Mutant(
         "access-keeps-retracted",
         "feds/node.py",
-        "        if mine is not None:\n            turn.retract(mine)\n",
-        "        pass\n",
+        "        mine, value = entry\n        turn.retract(mine)\n",
+        "        mine, value = entry\n",
         "local access never retracts from the fragment",
     ),
-    # -- federated sync -------------------------------------------------------------------
     Mutant(
         "sync-leaf-answers-unflushed",
         "feds/node.py",

@@ -51,7 +51,7 @@ __all__ = ["Action", "Checkpoint", "Event", "Instance", "explain"]
 Event = tuple[int, str, tuple]
 """``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
 
-BUDGET = 200_000
+BUDGET = 5_000
 """States the search may visit before it gives up (and reports that it did)."""
 
 
