@@ -157,7 +157,7 @@ OPS = (
     ["attach"] * 2
     + ["assert"] * 5
     + ["retract"] * 2
-    + ["observe"] * 5
+    + ["observe"] * 6
     + ["unobserve"] * 2
     + ["send"] * 4
     + ["sync", "leave", "settle"]
@@ -170,7 +170,7 @@ workloads = st.lists(
         st.integers(0, 1000),
         st.integers(0, 12),
     ),
-    min_size=10,
+    min_size=15,
     max_size=50,
 )
 

@@ -103,3 +103,11 @@ def test_a_returned_sync_means_the_callers_effects_have_arrived() -> None:
     synced = [Checkpoint(1), Checkpoint(5, "s", 3), Checkpoint(20)]
     assert explain([(3, "+", (1,))], [only()], programs, synced) is None
     assert explain([(6, "+", (1,))], [only()], programs, synced) is not None
+
+
+def test_a_message_with_no_captures_counts() -> None:
+    programs = {"s": [Action(5, message=(X,))]}
+    quiet = [Checkpoint(1), Checkpoint(20)]
+    nothing = only(rec_group(A, [DISCARD]))
+    assert explain([(10, "!", ())], [nothing], programs, quiet) is None
+    assert explain([], [nothing], programs, quiet) is not None
