@@ -170,8 +170,8 @@ workloads = st.lists(
         st.integers(0, 1000),
         st.integers(0, 12),
     ),
-    min_size=15,
-    max_size=50,
+    min_size=12,
+    max_size=30,
 )
 
 

@@ -51,7 +51,7 @@ __all__ = ["Action", "Checkpoint", "Event", "Instance", "explain"]
 Event = tuple[int, str, tuple]
 """``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
 
-BUDGET = 20_000
+BUDGET = 5_000
 """States the search may visit before it gives up (and reports that it did)."""
 
 
@@ -194,7 +194,9 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         held.append(+now)
     if not relevant:
         return None
-    return _Pair(j, deltas, held, 0, [n for n, (d, sent) in enumerate(deltas) if d or sent is not None])
+    return _Pair(
+        j, deltas, held, 0, [n for n, (d, sent) in enumerate(deltas) if d or sent is not None]
+    )
 
 
 def _produces(pairs: list[_Pair]) -> set[tuple[str, tuple]]:
