@@ -1,0 +1,263 @@
+"""Mutation check of the protocol and sync code: does the fast suite kill each mutant?
+
+Each mutant is one small, deliberate bug in ``feds/protocols/*``, ``feds/node.py`` (federated
+sync, local access) or ``feds/dataspace.py`` — dropping a ≠ condition, not retracting on
+unobserve, delivering twice, answering a sync early, … For each, the script copies the worktree's
+``feds/`` and ``tests/`` to a temporary directory, applies the mutant there (the worktree is never
+touched), runs the fast tests that cover that code against the copy, and reports whether they
+failed (*killed*) or passed (*survived*). A mutant whose text no longer occurs in the source is
+reported as *stale* (update its snippet).
+
+    .venv/bin/python benchmarks/mutants.py            # every mutant, about 15 minutes
+    .venv/bin/python benchmarks/mutants.py --list     # names only
+    .venv/bin/python benchmarks/mutants.py sync-leaf-answers-unflushed flood-split-horizon
+
+The kill rate and the list are kept in ``docs/protocols.md``; every mutant listed there must be
+killed. Exit status 1 if one survives or is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = [
+    "tests/test_sync.py",
+    "tests/test_message_path.py",
+    "tests/test_event_order.py",
+    "tests/test_protocol_schemas.py",
+    "tests/test_federation.py",
+]
+"""The fast tests that cover the protocol and sync code."""
+TIMEOUT = 900
+"""Seconds one mutant's test run may take (a mutant that makes the overlay hang is killed)."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    what: str
+
+
+MUTANTS = [
+    # -- copy-up --------------------------------------------------------------------------
+    Mutant(
+        "copy-up-split-horizon",
+        "feds/protocols/copy_up.py",
+        "if i is not LOCAL_ID and i == link_id:",
+        "if False:",
+        "copy-up answers an Observe with data from the link it came from (drops i ≠ f)",
+    ),
+    Mutant(
+        "copy-up-no-message-up",
+        "feds/protocols/copy_up.py",
+        "        if self.parent is not None:\n            turn.message(",
+        "        if False:\n            turn.message(",
+        "copy-up never sends a message up to the parent",
+    ),
+    Mutant(
+        "copy-up-copies-observes",
+        "feds/protocols/copy_up.py",
+        "return None if _is_observe(c[0]) else c[0]",
+        "return c[0]",
+        "copy-up offers Observe assertions to the parent as content too",
+    ),
+    Mutant(
+        "copy-up-no-uplink",
+        "feds/protocols/copy_up.py",
+        "        if peer_is_parent:\n",
+        "        if False:\n",
+        "copy-up's uplink relays no content to the parent",
+    ),
+    # -- observer-flood -------------------------------------------------------------------
+    Mutant(
+        "flood-split-horizon",
+        "feds/protocols/observer_flood.py",
+        "return None if source == b else (b, Record(FROM, (a, observe(pat, e))))",
+        "return (b, Record(FROM, (a, observe(pat, e))))",
+        "observer-flood floods an Observe back to the neighbour it came from (drops f ≠ b)",
+    ),
+    Mutant(
+        "flood-answers-every-fragment",
+        "feds/protocols/observer_flood.py",
+        "local_matches = rec_group(FROM, [lit(f), pat])",
+        "local_matches = rec_group(FROM, [DISCARD, pat])",
+        "observer-flood answers with every assertion in the fragment, not only local ones",
+    ),
+    Mutant(
+        "flood-delivers-twice",
+        "feds/protocols/observer_flood.py",
+        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))\n",
+        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))\n"
+        "            relay(t, f, rec_group(AT, [lit(e), bind()]), lambda c: (observer, c[0]))\n",
+        "observer-flood delivers each <at e x> to a local observer twice",
+    ),
+    Mutant(
+        "flood-no-mirror",
+        "feds/protocols/observer_flood.py",
+        "            if source == b:\n                return\n            relay(t, b,",
+        "            if source is not None:\n                return\n            relay(t, b,",
+        "observer-flood mirrors no answers back across a link",
+    ),
+    Mutant(
+        "flood-mirror-horizon",
+        "feds/protocols/observer_flood.py",
+        "            if source == b:\n                return\n            relay(t, b,",
+        "            relay(t, b,",
+        "observer-flood also mirrors answers toward the side the observer came from (drops s ≠ b)",
+    ),
+    Mutant(
+        "aggregate-next-hop-horizon",
+        "feds/protocols/aggregate_subs.py",
+        "lambda c: None if c[0] == hop else",
+        "lambda c: None if c[0] is None else",
+        "aggregate-subs relays a <pub> back to the hop it came from (drops a ≠ t)",
+    ),
+    Mutant(
+        "aggregate-link-horizon",
+        "feds/protocols/aggregate_subs.py",
+        "lambda c: None if c[0] in outside else c[1]",
+        "lambda c: None if c[0] == a else c[1]",
+        "aggregate-subs asks b for a pattern that b itself subscribed (drops s ≠ b)",
+    ),
+    Mutant(
+        "aggregate-self-hop",
+        "feds/protocols/aggregate_subs.py",
+        "            if hop == f:\n                return\n",
+        "",
+        "aggregate-subs also relays <pub> to its own fragment as a next hop (drops t ≠ f)",
+    ),
+    Mutant(
+        "aggregate-no-local-pub",
+        "feds/protocols/aggregate_subs.py",
+        "relay(t, f, rec_group(LOCAL, [pat]), lambda vs: (f, Record(PUB, (f, pat, vs))))",
+        "pass",
+        "aggregate-subs publishes no local matches for a subscription",
+    ),
+    # -- the dataspace and local access -----------------------------------------------------
+    Mutant(
+        "unobserve-keeps-matches",
+        "feds/dataspace.py",
+        "            observer.withdraw(turn)\n",
+        "",
+        "retracting an Observe does not retract what it published (not retracting on unobserve)",
+    ),
+    Mutant(
+        "access-keeps-retracted",
+        "feds/node.py",
+        "        mine, value = entry\n        turn.retract(mine)\n",
+        "        mine, value = entry\n",
+        "local access never retracts from the fragment",
+    ),
+    Mutant(
+        "sync-leaf-answers-unflushed",
+        "feds/node.py",
+        "            if not others:\n                self.local_flush(t, then)\n",
+        "            if not others:\n                then(t)\n",
+        "a leaf answers a sync wave without flushing its own pending work",
+    ),
+    Mutant(
+        "sync-no-first-flush",
+        "feds/node.py",
+        "        self.local_flush(turn, flood)\n",
+        "        flood(turn)\n",
+        "a node floods the sync wave before flushing its own pending work",
+    ),
+    Mutant(
+        "sync-no-last-flush",
+        "feds/node.py",
+        "                        t.retract(handle)\n"
+        "                    self.local_flush(t, then)\n",
+        "                        t.retract(handle)\n                    then(t)\n",
+        "a node answers once its neighbours did, without flushing what their answers brought",
+    ),
+    Mutant(
+        "sync-first-reply",
+        "feds/node.py",
+        "                if waiting == 0:\n",
+        "                if waiting == len(others) - 1:\n",
+        "a node answers a sync wave at its first neighbour's answer, not the last",
+    ),
+    Mutant(
+        "sync-one-round-flush",
+        "feds/node.py",
+        "            if actor.work == mark:\n",
+        "            if True:\n",
+        "a local flush ends after one round even if that round brought new work",
+    ),
+    Mutant(
+        "sync-relay-answers-early",
+        "feds/node.py",
+        "            self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))\n",
+        "            turn.message(reply, True)\n",
+        "a node answers a neighbour's sync request at once, without a wave of its own",
+    ),
+]
+
+
+def run(mutant: Mutant, python: str) -> tuple[str, float, str]:
+    """``(outcome, seconds, last lines of output)`` for one mutant."""
+    source = (ROOT / mutant.path).read_text()
+    if source.count(mutant.old) != 1:
+        return "stale", 0.0, f"{mutant.path}: the snippet occurs {source.count(mutant.old)} times"
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        work = Path(tmp)
+        for part in ("feds", "tests"):
+            shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+        (work / mutant.path).write_text(source.replace(mutant.old, mutant.new))
+        env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("FEDS_PROPERTY_EXAMPLES", None)
+        cmd = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *TESTS]
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                cmd, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT
+            )
+        except subprocess.TimeoutExpired:
+            return "killed", time.perf_counter() - started, f"timed out after {TIMEOUT} s"
+        seconds = time.perf_counter() - started
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        if done.returncode == 0:
+            return "survived", seconds, "\n".join(lines[-3:])
+        failed = [line.split(" - ")[0] for line in lines if line.startswith(("FAILED", "ERROR"))]
+        return "killed", seconds, (failed or lines[-1:])[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:32} {m.path:34} {m.what}")
+        return 0
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutants: {', '.join(sorted(unknown))} (see --list)")
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    outcomes = []
+    for m in chosen:
+        outcome, seconds, tail = run(m, sys.executable)
+        outcomes.append(outcome)
+        print(f"{outcome:8} {seconds:6.1f}s  {m.name}: {m.what}", flush=True)
+        print("         " + tail.replace("\n", "\n         "), flush=True)
+    killed = outcomes.count("killed")
+    print(f"killed {killed} of {len(chosen)} ({100 * killed / max(1, len(chosen)):.0f}%)")
+    return 0 if killed == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,476 @@
+"""Does one dataspace explain what an observer entity saw? The history check of the property test.
+
+An observer entity ``E`` receives a *history*: ``+c`` (captures ``c`` asserted at it), ``-c``
+(retracted) and ``!c`` (a message), in order. One dataspace that processed every client's actions
+one at a time would have given ``E`` a history determined by that order. With several clients
+acting concurrently a federation may legitimately interleave *different* senders otherwise than
+one dataspace would (they are concurrent, and a subscription reaches each sender's node at its
+own time), but nothing else. :func:`explain` decides whether ``E``'s history is one of the
+histories this allows:
+
+* **Observations.** Each distinct ``<Observe P ref-to-E>`` value is counted in the bag at ``E``'s
+  node; while its count is above zero it is one *instance* (a count going 0 → 1 → 0 → 1 makes two
+  instances). Instances of one value are withdrawn in order.
+* **Windows.** For each instance ``i`` and each sender ``s`` (a client actor), ``i`` sees a
+  *contiguous window* of ``s``'s actions: from a start position ``p`` (chosen by the check; when
+  ``i``'s subscription met ``s``'s stream), at which ``i`` learns what ``s`` then holds, until
+  ``i`` is withdrawn. Within the window each action has exactly the effect it has on one
+  dataspace's observer ``i``: a message matching ``P`` gives ``!c`` once; assertions and
+  retractions change ``i``'s count of each captures vector, and ``E`` hears ``+c``/``-c`` exactly
+  when a count of ``i`` goes 0 → 1 / 1 → 0 (one dataspace deduplicates captures per observer, over
+  every sender). Withdrawing ``i`` retracts all it holds, after which ``i`` is silent.
+* **Per-sender order.** Whatever ``E`` hears because of ``s``'s actions, through any of its
+  instances, comes in ``s``'s order (a start at ``p`` counts as between ``s``'s actions ``p`` and
+  ``p + 1``); the events one action gives one instance come together (in any order among them).
+* **Causal order and real time.** Nothing is heard from an action before it was issued, or from an
+  instance before it was opened; a withdrawal comes after the Observe was retracted. A *quiet
+  point* (the overlay settled) is a barrier: at it every open instance has seen every action
+  issued before, every closed one has been withdrawn, and an instance opened later starts after
+  them. A returned *sync* of client ``c`` (``protocols/wire.md``) is a barrier for ``c``'s earlier
+  actions: at that moment every instance that already sees ``c`` has seen them all (and one that
+  starts later starts after them), and every instance ``c`` itself opened before the sync sees
+  every sender.
+
+Search: depth-first over the choices (which instance and sender moves next, where windows start),
+guided by the history and memoised on the state; every quiet point pins the state down, so the
+search stays small between quiet points. A history that cannot be explained gets a report naming
+the first event that nothing could produce.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+
+from feds.patterns import match
+from feds.values import Value
+
+__all__ = ["Action", "Checkpoint", "Event", "Instance", "explain"]
+
+Event = tuple[int, str, tuple]
+"""``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
+
+BUDGET = 5_000
+"""States the search may visit before it gives up (and reports that it did)."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of a sender that can touch observers: assertions made or retracted, a message."""
+
+    time: int
+    adds: tuple[Value, ...] = ()
+    removes: tuple[Value, ...] = ()
+    message: tuple[Value, ...] = ()
+    """The message sent, as a 0- or 1-tuple."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One activation of an observation of ``E`` (a distinct ``<Observe pattern ref>``)."""
+
+    pattern: Value
+    opened: int
+    """When the Observe that took its count from 0 to 1 was issued."""
+    closed: int | None
+    """When the retraction that took it back to 0 was issued (None: still open)."""
+    opener: object
+    """The sender (client) whose Observe opened it."""
+    previous: int | None = None
+    """Index of the earlier instance of the same Observe value (withdrawn before this one acts)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A quiet point (``client`` None) or the return of ``client``'s sync, issued at ``issued``."""
+
+    time: int
+    client: object = None
+    issued: int = 0
+
+
+@dataclass
+class _Pair:
+    """What instance ``i`` can see of sender ``s``: per action, its deltas and message captures."""
+
+    sender: int
+    deltas: list[tuple[Counter, tuple | None]]
+    """Per action of ``s`` (0-based): captures count changes, and the message's captures."""
+    held: list[Counter]
+    """``held[p]``: captures counts of ``s``'s assertions after its first ``p`` actions."""
+    floor: int
+    """Lowest start position allowed by quiet points and syncs before the instance opened."""
+    relevant: list[int] = field(default_factory=list)
+    """Indices of the actions that change what ``i`` sees (the others are skipped)."""
+
+
+@dataclass
+class _Problem:
+    timeline: list[tuple]
+    """Events ``("e", time, kind, captures)`` and checkpoints ``("q", time, Checkpoint)``."""
+    instances: list[Instance]
+    pairs: list[list[_Pair]]
+    times: list[list[int]]
+    """Per sender, the issue times of its actions."""
+    senders: list[object]
+    produces: list[set[tuple[str, tuple]]] = field(default_factory=list)
+    """Per instance, every ``(kind, captures)`` it could ever give ``E``."""
+    visited: set = field(default_factory=set)
+    best: int = 0
+
+
+def explain(
+    history: list[Event],
+    instances: list[Instance],
+    programs: dict[object, list[Action]],
+    checkpoints: list[Checkpoint],
+) -> str | None:
+    """None if one dataspace explains ``history`` (see the module docstring), else why not."""
+    senders = list(programs)
+    times = [[a.time for a in programs[s]] for s in senders]
+    timeline = [("e", t, kind, c) for t, kind, c in history]
+    timeline += [("q", cp.time, cp) for cp in checkpoints]
+    timeline.sort(key=lambda entry: entry[1])  # stable: a checkpoint after events of its time
+    pairs = []
+    for inst in instances:
+        row = []
+        for j, s in enumerate(senders):
+            pair = _pair(inst, j, programs[s])
+            if pair is not None:
+                pair.floor = _floor(inst, s, checkpoints, times[j])
+                row.append(pair)
+        pairs.append(row)
+    problem = _Problem(timeline, instances, pairs, times, senders, [_produces(r) for r in pairs])
+    start = _State(
+        0,
+        tuple(tuple(-1 for _ in row) for row in pairs),
+        tuple(p.floor for row in pairs for p in row),
+        tuple(False for _ in instances),
+        tuple(-1 for _ in senders),
+    )
+    try:
+        if _search(problem, start):
+            return None
+    except _GaveUp:
+        return f"no explanation found within {BUDGET} states (stuck at {_where(problem)})"
+    return f"no one-dataspace order explains it: nothing could produce {_where(problem)}"
+
+
+def _where(problem: _Problem) -> str:
+    timeline = problem.timeline
+    if problem.best >= len(timeline):
+        return "the end"
+    entry = timeline[problem.best]
+    recent = timeline[max(0, problem.best - 4) : problem.best]
+    before = [f"{e[2]}{e[3]!r}" for e in recent if e[0] == "e"]
+    if entry[0] == "q":
+        cp = entry[2]
+        what = "a quiet point" if cp.client is None else f"the sync of {cp.client}"
+        return f"{what} at t={entry[1]} (after {', '.join(before) or 'nothing'})"
+    return f"{entry[2]}{entry[3]!r} at t={entry[1]} (after {', '.join(before) or 'nothing'})"
+
+
+def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
+    pattern = inst.pattern
+    deltas: list[tuple[Counter, tuple | None]] = []
+    held = [Counter()]
+    relevant = False
+    for action in program:
+        delta: Counter = Counter()
+        for v in action.adds:
+            c = match(pattern, v)
+            if c is not None:
+                delta[c] += 1
+        for v in action.removes:
+            c = match(pattern, v)
+            if c is not None:
+                delta[c] -= 1
+        sent = match(pattern, action.message[0]) if action.message else None
+        relevant = relevant or bool(delta) or sent is not None
+        deltas.append((delta, sent))
+        now = held[-1].copy()
+        now.update(delta)
+        held.append(+now)
+    if not relevant:
+        return None
+    return _Pair(
+        j, deltas, held, 0, [n for n, (d, sent) in enumerate(deltas) if d or sent is not None]
+    )
+
+
+def _produces(pairs: list[_Pair]) -> set[tuple[str, tuple]]:
+    out: set[tuple[str, tuple]] = set()
+    for pair in pairs:
+        for changes, sent in pair.deltas:
+            out.update((kind, c) for c in changes for kind in "+-")
+            if sent is not None:
+                out.add(("!", sent))
+    return out
+
+
+def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times: list[int]) -> int:
+    """Actions of ``sender`` that surely came before ``inst``'s subscription anywhere."""
+    floor = 0
+    for cp in checkpoints:
+        if cp.time < inst.opened and (cp.client is None or cp.client == sender):
+            limit = cp.time if cp.client is None else cp.issued
+            floor = max(floor, bisect.bisect_left(times, limit))
+    return floor
+
+
+@dataclass(frozen=True)
+class _State:
+    idx: int
+    pos: tuple[tuple[int, ...], ...]
+    """Per instance, per pair: -1 before the window starts, else actions seen."""
+    floors: tuple[int, ...]
+    """Per pair (flattened), the lowest start position still allowed."""
+    dead: tuple[bool, ...]
+    hwm: tuple[int, ...]
+    """Per sender, the order position of the last event heard from it (2k: action k, 2p+1: a
+    start at p)."""
+
+
+class _GaveUp(Exception):
+    pass
+
+
+def _view(problem: _Problem, i: int, pos: tuple[int, ...]) -> Counter:
+    view: Counter = Counter()
+    for pair, p in zip(problem.pairs[i], pos, strict=True):
+        if p >= 0:
+            view.update(pair.held[p])
+    return view
+
+
+def _search(problem: _Problem, state: _State) -> bool:
+    """Whether the rest of the timeline can be explained from ``state``.
+
+    One step is: some unheard (silent) moves of one instance, then a move of that instance
+    that gives ``E`` the next events. Silent moves of different instances commute and cannot
+    change what another instance gives, so taking them only just before the instance speaks
+    (and at checkpoints) loses no explanation and keeps the search small.
+    """
+    if state in problem.visited:
+        return False
+    problem.visited.add(state)
+    if len(problem.visited) > BUDGET:
+        raise _GaveUp
+    problem.best = max(problem.best, state.idx)
+    timeline = problem.timeline
+    if state.idx == len(timeline):
+        return True
+    entry = timeline[state.idx]
+    now = entry[1]
+    if entry[0] == "q":
+        after = _checkpoint(problem, state, entry[2], now)
+        return after is not None and _search(problem, after)
+    heard = (entry[2], entry[3])
+    for i in range(len(problem.instances)):
+        if heard not in problem.produces[i]:
+            continue
+        for ready in _silent_closure(problem, state, i, now):
+            for events, after in _moves(problem, ready, i, now):
+                n = sum(events.values())
+                if (
+                    n
+                    and _matches(timeline, state.idx, events)
+                    and _search(problem, _replace(after, idx=state.idx + n))
+                ):
+                    return True
+    return False
+
+
+def _silent_closure(problem: _Problem, state: _State, i: int, now: int) -> list[_State]:
+    """``state`` and every state reachable from it by silent moves of instance ``i`` (or by the
+    silent withdrawal of an earlier instance of the same Observe)."""
+    seen = {state}
+    todo = [state]
+    while todo:
+        current = todo.pop()
+        candidates = list(_moves(problem, current, i, now))
+        previous = problem.instances[i].previous
+        if previous is not None:
+            candidates += _moves(problem, current, previous, now, withdraw_only=True)
+        for events, after in candidates:
+            if not events and after not in seen:
+                if len(seen) > BUDGET:
+                    raise _GaveUp
+                seen.add(after)
+                todo.append(after)
+    return list(seen)
+
+
+def _replace(state: _State, **changes: object) -> _State:
+    fields = {
+        "idx": state.idx,
+        "pos": state.pos,
+        "floors": state.floors,
+        "dead": state.dead,
+        "hwm": state.hwm,
+    }
+    fields.update(changes)
+    return _State(**fields)  # type: ignore[arg-type]
+
+
+def _matches(timeline: list[tuple], idx: int, events: Counter) -> bool:
+    n = sum(events.values())
+    window = timeline[idx : idx + n]
+    if len(window) < n or any(e[0] != "e" for e in window):
+        return False
+    return Counter((e[2], e[3]) for e in window) == events
+
+
+def _flat(problem: _Problem, i: int, k: int) -> int:
+    return sum(len(row) for row in problem.pairs[:i]) + k
+
+
+def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bool = False):
+    """Every next step of instance ``i`` at time ``now``: ``(events it gives E, state after)``."""
+    inst = problem.instances[i]
+    if state.dead[i] or inst.opened > now:
+        return
+    if inst.previous is not None and not state.dead[inst.previous]:
+        return
+    pos = state.pos[i]
+    view = _view(problem, i, pos)
+    for k, pair in enumerate(problem.pairs[i] if not withdraw_only else ()):
+        j = pair.sender
+        issued = bisect.bisect_left(problem.times[j], now)
+        p = pos[k]
+        relevant = pair.relevant
+        if p < 0:
+            # Starting anywhere between two actions that matter to i is the same start, but the
+            # latest is the least constrained: try just before each one, and after all.
+            floor = state.floors[_flat(problem, i, k)]
+            first = bisect.bisect_left(relevant, floor)
+            for start in (*relevant[first : bisect.bisect_right(relevant, issued)], issued):
+                if start < floor:
+                    continue
+                events = _start_events(view, pair.held[start])
+                order = 2 * start + 1
+                if events and order < state.hwm[j]:
+                    continue
+                yield events, _moved(state, i, k, start, j, order if events else None)
+        else:
+            r = bisect.bisect_left(relevant, p)  # actions that do not matter to i are skipped
+            if r < len(relevant) and relevant[r] < issued:
+                action = relevant[r]
+                events = _action_events(view, pair.deltas[action])
+                order = 2 * (action + 1)
+                if events and order < state.hwm[j]:
+                    continue
+                yield events, _moved(state, i, k, action + 1, j, order if events else None)
+    if inst.closed is not None and inst.closed <= now:
+        events = Counter(("-", c) for c, n in view.items() if n > 0)
+        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :]))
+
+
+def _moved(state: _State, i: int, k: int, p: int, j: int, order: int | None) -> _State:
+    row = state.pos[i]
+    pos = (*state.pos[:i], (*row[:k], p, *row[k + 1 :]), *state.pos[i + 1 :])
+    if order is None:
+        return _replace(state, pos=pos)
+    hwm = (*state.hwm[:j], order, *state.hwm[j + 1 :])
+    return _replace(state, pos=pos, hwm=hwm)
+
+
+def _start_events(view: Counter, held: Counter) -> Counter:
+    return Counter(("+", c) for c, n in held.items() if n > 0 and view[c] <= 0)
+
+
+def _action_events(view: Counter, delta: tuple[Counter, tuple | None]) -> Counter:
+    changes, sent = delta
+    events: Counter = Counter()
+    for c, d in changes.items():
+        before = view[c]
+        if before <= 0 < before + d:
+            events[("+", c)] += 1
+        elif before > 0 >= before + d:
+            events[("-", c)] += 1
+    if sent is not None:
+        events[("!", sent)] += 1
+    return events
+
+
+def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _State | None:
+    """The state after checkpoint ``cp`` if it holds, else None.
+
+    What the checkpoint requires that has not happened yet must be possible silently: windows
+    not yet started start as late as allowed, started ones catch up (see :func:`_catch_up`),
+    and closed instances holding nothing are withdrawn.
+    """
+    quiet = cp.client is None
+    floors = list(state.floors)
+    pos = [list(row) for row in state.pos]
+    dead = list(state.dead)
+    for i, inst in enumerate(problem.instances):
+        if inst.opened >= cp.time or dead[i]:
+            continue
+        if quiet and inst.closed is not None and inst.closed < cp.time:
+            if any(n > 0 for n in _view(problem, i, state.pos[i]).values()):
+                return None  # closed before the quiet point but never withdrawn
+            dead[i] = True
+            continue
+        whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
+        targets: dict[int, int] = {}
+        for k, pair in enumerate(problem.pairs[i]):
+            caller = problem.senders[pair.sender] == cp.client
+            if not (whole or caller):
+                continue
+            n = _flat(problem, i, k)
+            issued = cp.issued if caller else cp.time
+            target = bisect.bisect_left(problem.times[pair.sender], issued)
+            if pos[i][k] < 0 and whole:
+                pos[i][k] = max(target, floors[n])
+            elif pos[i][k] < 0:
+                floors[n] = max(floors[n], target)
+            elif pos[i][k] < target:
+                targets[k] = target
+        if not _silent(_view(problem, i, state.pos[i]), _view(problem, i, tuple(pos[i]))):
+            return None
+        if targets and not _catch_up(problem, i, pos[i], targets):
+            return None
+    return _replace(
+        state,
+        idx=state.idx + 1,
+        pos=tuple(tuple(r) for r in pos),
+        floors=tuple(floors),
+        dead=tuple(dead),
+    )
+
+
+def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]) -> bool:
+    """Advance pairs ``k`` of instance ``i`` to ``targets[k]`` unheard, if some order allows.
+
+    Greedy: take any next action that changes nothing ``E`` can see (no message, no count
+    crossing zero), additions first; an addition taken early never makes a later step heard.
+    """
+    view = _view(problem, i, tuple(pos))
+    pairs = problem.pairs[i]
+    while targets:
+        ready = None
+        for k in targets:
+            delta = pairs[k].deltas[pos[k]]
+            unheard = not _action_events(view, delta)
+            if unheard and (ready is None or all(d > 0 for d in delta[0].values())):
+                ready = k
+        if ready is None:
+            return False
+        view.update(pairs[ready].deltas[pos[ready]][0])
+        pos[ready] += 1
+        if pos[ready] == targets[ready]:
+            del targets[ready]
+    return True
+
+
+def _silent(before: Counter, after: Counter) -> bool:
+    """Whether moving an instance's counts from ``before`` to ``after`` can go unheard.
+
+    Applying every increase before any decrease changes no count's sign on the way unless the
+    start and end differ in which captures are held.
+    """
+    held_before = {c for c, n in before.items() if n > 0}
+    held_after = {c for c, n in after.items() if n > 0}
+    return held_before == held_after

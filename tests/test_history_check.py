@@ -1,0 +1,113 @@
+"""The history check itself (:func:`feds.sim.history.explain`): what it accepts and rejects.
+
+Hand-made histories of one observer entity ``E``: the legitimate freedoms of a federation
+(senders interleaved otherwise than one dataspace would, a subscription reaching senders at
+different times) are accepted; each defect the property must find is rejected.
+"""
+
+from __future__ import annotations
+
+from feds.pattern_forms import DISCARD, bind, lit, rec_group
+from feds.sim.history import Action, Checkpoint, Instance, explain
+from feds.values import Symbol, record
+
+A, B = Symbol("a"), Symbol("b")
+ALL_A = rec_group(A, [bind()])
+X, Y, Z = record("a", 1), record("a", 2), record("a", 3)
+
+
+def only(pattern=ALL_A, opened=0, closed=None, opener="e", previous=None):
+    return Instance(pattern, opened, closed, opener, previous)
+
+
+def test_senders_may_interleave_otherwise_but_each_keeps_its_order() -> None:
+    programs = {"s": [Action(1, adds=(X,)), Action(2, message=(Y,))], "t": [Action(3, adds=(Z,))]}
+    quiet = [Checkpoint(20)]
+    ok = [(10, "+", (3,)), (11, "+", (1,)), (12, "!", (2,))]
+    assert explain(ok, [only()], programs, quiet) is None
+    overtaken = [(10, "+", (3,)), (11, "!", (2,)), (12, "+", (1,))]
+    assert "nothing could produce" in explain(overtaken, [only()], programs, quiet)
+
+
+def test_a_subscription_may_reach_a_sender_late_but_then_shows_what_it_holds() -> None:
+    programs = {"s": [Action(1, message=(X,)), Action(2, adds=(Y,)), Action(3, message=(Z,))]}
+    late = [(10, "+", (2,)), (11, "!", (3,))]
+    assert explain(late, [only()], programs, [Checkpoint(20)]) is None
+    # but not after a quiet point: then the observer surely saw everything from the start
+    assert explain(late, [only()], programs, [Checkpoint(1), Checkpoint(20)]) is not None
+
+
+def test_a_message_is_delivered_exactly_once_per_observation() -> None:
+    programs = {"s": [Action(5, message=(X,))]}  # E observes from t=0, quiet at t=1
+    quiet = [Checkpoint(1), Checkpoint(20)]
+    assert explain([(10, "!", (1,))], [only()], programs, quiet) is None
+    assert explain([], [only()], programs, quiet) is not None
+    twice = [(10, "!", (1,)), (11, "!", (1,))]
+    assert explain(twice, [only()], programs, quiet) is not None
+    # two observations with the same captures for it (<a $> and <a $>-with-a-literal): twice
+    both = [only(), only(rec_group(A, [bind()]))]
+    assert explain(twice, both, programs, quiet) is None
+    assert explain([(10, "!", (1,))], both, programs, quiet) is not None
+
+
+def test_no_spurious_retract_and_reassert() -> None:
+    programs = {"s": [Action(1, adds=(X,))]}
+    quiet = [Checkpoint(20)]
+    assert explain([(10, "+", (1,))], [only()], programs, quiet) is None
+    flicker = [(10, "+", (1,)), (11, "-", (1,)), (12, "+", (1,))]
+    assert explain(flicker, [only()], programs, quiet) is not None
+
+
+def test_a_reobserved_pattern_gives_one_retraction_and_one_assertion() -> None:
+    programs = {"s": [Action(1, adds=(X,))]}
+    first, second = only(closed=5), only(opened=6, previous=0)
+    quiet = [Checkpoint(20)]
+    right = [(3, "+", (1,)), (7, "-", (1,)), (8, "+", (1,))]
+    assert explain(right, [first, second], programs, quiet) is None
+    flicker = [*right, (9, "-", (1,)), (10, "+", (1,))]
+    assert explain(flicker, [first, second], programs, quiet) is not None
+
+
+def test_a_withdrawn_observation_is_silent() -> None:
+    programs = {"s": [Action(2, adds=(X,)), Action(8, message=(Y,))]}
+    gone = only(closed=5)
+    quiet = [Checkpoint(1), Checkpoint(20)]
+    assert explain([(3, "+", (1,)), (6, "-", (1,))], [gone], programs, quiet) is None
+    late = [(3, "+", (1,)), (6, "-", (1,)), (9, "!", (2,))]
+    assert explain(late, [gone], programs, quiet) is not None
+
+
+def test_duplicates_are_counted_like_one_dataspace_counts_them() -> None:
+    programs = {
+        "s": [Action(1, adds=(X,)), Action(3, removes=(X,))],
+        "t": [Action(2, adds=(X,))],
+    }
+    quiet = [Checkpoint(20)]
+    assert explain([(10, "+", (1,))], [only()], programs, quiet) is None
+    assert explain([(10, "+", (1,)), (11, "-", (1,))], [only()], programs, quiet) is not None
+    # one Observe value asserted twice is one observation: one +, not two
+    assert explain([(10, "+", (1,)), (11, "+", (1,))], [only()], programs, quiet) is not None
+
+
+def test_two_observations_of_one_entity_each_hold_their_captures() -> None:
+    wide, narrow = rec_group(B, [bind(), DISCARD]), rec_group(B, [bind(), lit(1)])
+    programs = {"s": [Action(2, adds=(record("b", 0, 1),))]}
+    both = [only(wide), only(narrow)]
+    quiet = [Checkpoint(1), Checkpoint(20)]
+    assert explain([(10, "+", (0,)), (11, "+", (0,))], both, programs, quiet) is None
+    assert explain([(10, "+", (0,))], both, programs, quiet) is not None
+
+
+def test_a_returned_sync_means_the_callers_effects_have_arrived() -> None:
+    programs = {"s": [Action(2, adds=(X,))]}
+    synced = [Checkpoint(1), Checkpoint(5, "s", 3), Checkpoint(20)]
+    assert explain([(3, "+", (1,))], [only()], programs, synced) is None
+    assert explain([(6, "+", (1,))], [only()], programs, synced) is not None
+
+
+def test_a_message_with_no_captures_counts() -> None:
+    programs = {"s": [Action(5, message=(X,))]}
+    quiet = [Checkpoint(1), Checkpoint(20)]
+    nothing = only(rec_group(A, [DISCARD]))
+    assert explain([(10, "!", ())], [nothing], programs, quiet) is None
+    assert explain([], [nothing], programs, quiet) is not None
