@@ -4,8 +4,11 @@ An :class:`Actor` owns a tree of :class:`Facet` s; entities live in facets and a
 through :class:`Ref` s. All work happens in *turns*: a :class:`Turn` runs some code on behalf of
 one actor and collects its effects (publish, retract, message, sync, spawn, stop). Only when the
 code returns are the effects committed, as one batch per target actor, to the
-:class:`Scheduler`'s FIFO queue. If the code raises, none of its effects happen, the actor stops
-and every assertion it held is retracted; other actors go on.
+:class:`Scheduler`'s FIFO queue. If the code raises, none of its effects happen and the actor
+*crashes*: every assertion it held is retracted, its facets die without running their stop
+actions (as in Syndicate: a stop action may rely on invariants that the failure broke, so
+nothing it would send can be trusted), its exit hooks run, and other actors go on. A normal
+stop (:meth:`Turn.stop`, :meth:`Turn.stop_actor`) runs the stop actions.
 
 Delivery keeps the order of events from one turn to one actor, except that retractions are
 applied after the assertions and messages of the same batch ("adds before removes": a
@@ -23,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from feds.values import Embedded, Value
+from feds.values import Embedded, Value, register_reference_class
 
 log = logging.getLogger("feds.actor")
 
@@ -76,6 +79,9 @@ class Ref(Embedded):
 
     def __repr__(self) -> str:
         return f"<ref {type(self.entity).__name__}@{self.actor.name}>"
+
+
+register_reference_class(Ref)
 
 
 class Facet:
@@ -149,7 +155,7 @@ class Turn:
         self._batch: list[tuple] | None = None
         self._others: dict[Actor, list[tuple]] | None = None
         self._new: dict[Handle, tuple[Facet, Ref]] | None = None
-        self._gone: list[Handle] | None = None
+        self._gone: dict[Handle, None] | None = None  # ordered; a set would lose the order
         self._stops: list[tuple[Facet, TurnAction | None]] | None = None
         self._commits: list[Callable[[], None]] | None = None
 
@@ -196,11 +202,11 @@ class Turn:
             if entry is None:
                 return
             if self._gone is None:
-                self._gone = [handle]
+                self._gone = {handle: None}
             elif handle in self._gone:
                 return
             else:
-                self._gone.append(handle)
+                self._gone[handle] = None
         ref = entry[1]
         self._send(ref, (_RETRACT, ref, None, handle))
 
@@ -459,34 +465,26 @@ class Scheduler:
             self._crash(actor, exc)
 
     def _crash(self, actor: Actor, exc: BaseException) -> None:
-        """A turn raised: discard its effects, stop the actor, retract all it held."""
+        """A turn raised: discard its effects, kill the actor, retract all it held.
+
+        The facets die without running their stop actions (see the module docstring).
+        """
         log.error("actor %s crashed: %r", actor.name, exc, exc_info=exc)
         actor.exit_reason = exc
         self.crashes.append((actor, exc))
-        cleanup = Turn(actor.root)
         stack = [actor.root]
         while stack:
             facet = stack.pop()
             facet.alive = False
-            for action in facet.stop_actions:
-                try:
-                    cleanup.in_facet(facet, action)
-                except Exception:
-                    log.exception("stop action of crashed actor %s failed", actor.name)
             facet.stop_actions.clear()
             stack.extend(facet.children)
-        # Of what the stop actions did, only messages leave a crashed actor; then every
-        # assertion it held is retracted.
-        batches = {
-            target: [e for e in batch if e[0] == _MESSAGE] for target, batch in cleanup._batches()
-        }
+        batches: dict[Actor, list[tuple]] = {}
         for handle, (_facet, ref) in actor.outbound.items():
             batches.setdefault(ref.actor, []).append((_RETRACT, ref, None, handle))
         actor.outbound.clear()
         actor.alive = False
         for target, batch in batches.items():
-            if batch:
-                self.deliver(target, batch)
+            self.deliver(target, batch)
         self.actor_exited(actor)
 
     def actor_exited(self, actor: Actor) -> None:

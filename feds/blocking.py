@@ -9,6 +9,10 @@
         print(ds.query("<present $who>"))
         for event in ds.watch("<speak $who $text>", timeout=5):
             print(event)
+        with ds.observe("<present $who>") as observation:
+            key = ds.replace(key, record("present", "Bob"))  # one turn: no gap
+            ds.sync_local()                                  # this client's node only
+            print(observation.take())                        # the events so far, no waiting
 
 Every call is forwarded to the async :class:`~feds.client.Session` running in the background
 thread; errors (:class:`~feds.client.FedsError`, ``TypeError`` for a non-value, a pattern
@@ -23,18 +27,16 @@ low-water mark plus one call's (or one :data:`BATCH`'s) worth of values.
 from __future__ import annotations
 
 import contextlib
-import queue
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import trio
 
-from feds.client import DEFAULT_TIMEOUT, Event, FedsError, Session, connect
+from feds.client import DEFAULT_TIMEOUT, Event, FedsError, Observation, Session, connect
 from feds.reactive import PatternLike
 from feds.values import Value
-
-_END = object()
 
 BATCH: Final = 256
 """Values that ``publish_many`` and ``send_many`` queue between two drains (one packet)."""
@@ -125,6 +127,11 @@ class BlockingClient:
     def retract(self, key: int) -> None:
         self._produce(lambda: self.session.retract(key))
 
+    def replace(self, key: int, value: Value) -> int:
+        """Assert ``value`` and withdraw ``key``'s assertion in one turn (no gap); see
+        :meth:`Session.replace <feds.client.Session.replace>`."""
+        return self._produce(lambda: self.session.replace(key, value))
+
     def send(self, value: Value) -> None:
         self._produce(lambda: self.session.send(value))
 
@@ -149,40 +156,24 @@ class BlockingClient:
         """Block until every earlier action has reached every node of the overlay."""
         self._run(self.session.sync, timeout)
 
+    def sync_local(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        """Block until this client's node (not the whole overlay) has applied every earlier
+        action; see :meth:`Session.sync_local <feds.client.Session.sync_local>`."""
+        self._run(self.session.sync_local, timeout)
+
     def query(self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT) -> list[tuple]:
         """Every distinct match of ``pattern`` asserted anywhere before the query began."""
         return self._run(self.session.query, pattern, timeout)
 
     def watch(self, pattern: PatternLike, timeout: float | None = None) -> Iterator[Event]:
         """Yield events for ``pattern`` as they happen; stops after ``timeout`` s of silence."""
-        events: queue.Queue = queue.Queue()
-        stop = threading.Event()
+        with self.observe(pattern) as observation:
+            while (event := observation.next(timeout)) is not None:
+                yield event
 
-        async def pump() -> None:
-            try:
-                async with self.session.observe(pattern) as observation:
-                    while not stop.is_set():
-                        with trio.move_on_after(0.1):
-                            events.put(await observation.next())
-            except Exception as exc:  # handed to the caller's thread
-                events.put(exc)
-            finally:
-                events.put(_END)
-
-        self._run_sync(trio.lowlevel.spawn_system_task, pump)
-        try:
-            while True:
-                try:
-                    item = events.get(timeout=timeout)
-                except queue.Empty:
-                    return
-                if item is _END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
+    def observe(self, pattern: PatternLike) -> BlockingObservation:
+        """Observe ``pattern`` until the result is closed (use it in a ``with``)."""
+        return BlockingObservation(self, pattern)
 
     def close(self) -> None:
         """Close the connection (what this client asserted is retracted) and stop the thread."""
@@ -192,6 +183,74 @@ class BlockingClient:
         self._thread.join(timeout=5.0)
 
     def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BlockingObservation:
+    """One observer of a :class:`BlockingClient`: its events, read from the caller's thread.
+
+    The Observe is asserted (in order with the client's other actions) when this is made, and
+    withdrawn by :meth:`close`. Events wait in the async :class:`~feds.client.Observation`.
+    """
+
+    def __init__(self, client: BlockingClient, pattern: PatternLike) -> None:
+        self._client = client
+        self._scope: trio.CancelScope | None = None
+        self._observation: Observation | None = None
+        started = threading.Event()
+        failed: list[BaseException] = []
+
+        async def hold() -> None:
+            try:
+                with trio.CancelScope() as self._scope:
+                    async with client.session.observe(pattern) as self._observation:
+                        started.set()
+                        await trio.sleep_forever()
+            except Exception as exc:  # handed to the caller's thread
+                failed.append(exc)
+            finally:
+                started.set()
+
+        client._run_sync(trio.lowlevel.spawn_system_task, hold)
+        started.wait()
+        if failed:
+            raise failed[0]
+
+    def next(self, timeout: float | None = None) -> Event | None:
+        """The next event, waiting at most ``timeout`` seconds; None on timeout or once closed.
+        Raises :class:`FedsError` if the connection to the node is lost."""
+        observation = self._observation
+        if observation is None or self._scope is None:
+            return None
+
+        async def receive() -> Event | None:
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                try:
+                    return await observation.__anext__()
+                except StopAsyncIteration:  # closed
+                    return None
+            return None
+
+        return self._client._run(receive)
+
+    def take(self) -> list[Event]:
+        """Every event received so far and not read yet, in order; never waits."""
+        observation = self._observation
+        if observation is None or self._scope is None:
+            return []
+        return self._client._run_sync(observation.take)
+
+    def close(self) -> None:
+        """Withdraw the Observe (idempotent)."""
+        scope, self._scope = self._scope, None
+        if scope is not None:
+            with contextlib.suppress(FedsError):
+                self._client._run_sync(scope.cancel)
+
+    def __enter__(self) -> BlockingObservation:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,7 +9,11 @@
                 print(event.kind, event.captures)      # "+", ("Alice",)
         ds.send(parse("<speak \\"Alice\\" \\"hi\\">"))
         await ds.sync()                                 # everything above reached every node
+        handle = ds.replace(handle, parse("<present \\"Bob\\">"))  # one turn: no gap
+        await ds.sync_local()                           # ... reached this client's node only
         ds.retract(handle)
+
+``observation.take()`` returns the events received so far without waiting.
 
 ``sync`` is federated: it returns once every earlier action of this client has had its effect on
 every node of the overlay and every answer has come back (see :mod:`feds.node`).
@@ -47,6 +51,7 @@ from feds.auth import Secrets
 from feds.dataspace import observe as observe_record
 from feds.driver import Driver
 from feds.limits import DEFAULT_NET_LIMITS, NetLimits
+from feds.node import LOCAL_SYNC
 from feds.patterns import validate
 from feds.reactive import PatternLike
 from feds.relay import ADMIN, CLIENT, Hello, Relay
@@ -160,6 +165,18 @@ class Observation:
             return await self.__anext__()
         raise FedsError(f"no event within {timeout} s")
 
+    def take(self) -> list[Event]:
+        """Every event received so far and not read yet, in order; never waits (``[]`` if none).
+
+        Events arrive as the session's driver runs: after ``await ds.sync()`` (or
+        :meth:`Session.sync_local`), every event caused by the session's earlier actions is here.
+        """
+        events = []
+        with suppress(trio.WouldBlock, trio.EndOfChannel):
+            while True:
+                events.append(self._receive.receive_nowait())
+        return events
+
 
 class Session:
     """A connection to one node. Methods that change the dataspace return at once; the changes
@@ -268,6 +285,18 @@ class Session:
             self._held.pop(key, None)
         self._act(lambda t: t.retract(self._handles.pop(key, -1)))
 
+    def replace(self, key: int, value: Value) -> int:
+        """Assert ``value`` and withdraw the assertion made under ``key``, in one turn: no
+        observer anywhere sees neither (the new value arrives before the old one goes). ``key``
+        then stands for ``value`` and is returned; an unknown key just asserts ``value``."""
+        check_value(value)
+
+        def swap(t: Turn) -> None:
+            self._handles[key] = t.replace(self._target, self._handles.pop(key, None), value)  # type: ignore[assignment]
+
+        self._act(swap)
+        return key
+
     def send(self, value: Value) -> None:
         """Send ``value`` as a message to every matching observer in the overlay."""
         check_value(value)
@@ -306,6 +335,15 @@ class Session:
         if self._dropped:  # reported once, by the sync that follows them
             dropped, self._dropped = self._dropped, []
             raise FedsError(f"{len(dropped)} event(s) were not sent: {dropped[0]}")
+
+    async def sync_local(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        """Wait until the node this session is connected to has applied every earlier action of
+        the session, and sent back what that caused there (matches at observers of this node).
+
+        Cheap: one round trip to the node, which does not wait for the rest of the overlay
+        (``<local-sync reply>``, ``protocols/node.md``). Use :meth:`sync` to wait for every node.
+        """
+        await self.request(lambda reply: Record(LOCAL_SYNC, (reply,)), timeout)
 
     @asynccontextmanager
     async def observe(self, pattern: PatternLike) -> AsyncIterator[Observation]:

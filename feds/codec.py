@@ -69,7 +69,7 @@ from typing import Any, Final, Protocol
 import msgpack
 from msgpack import ExtType
 
-from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value
+from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, merge_note
 
 __all__ = [
     "BIGINT",
@@ -817,7 +817,7 @@ class Decoder(_StreamEnd):
         if head.kind == SET:
             result = frozenset(items[1:])
             if len(result) != len(items) - 1:
-                raise CodecError("duplicate element in a set")
+                raise CodecError("duplicate element in a set" + merge_note(items[1:]))
             return result
         if len(items) != 2:
             raise CodecError("an embedded reference must be [head, value]")
@@ -927,7 +927,7 @@ def _symbol_named(data: bytes) -> Symbol:
 def _frozendict_from_pairs(pairs: list[tuple[Value, Value]]) -> FrozenDict:
     d = FrozenDict(pairs)  # type: ignore[arg-type]  # dict() accepts pairs
     if len(d) != len(pairs):
-        raise CodecError("duplicate key in a dict")
+        raise CodecError("duplicate key in a dict" + merge_note(k for k, _ in pairs))
     return d
 
 
@@ -1016,9 +1016,10 @@ def _canonical(x: Value, cached: dict[int, _Cached]) -> Value:
         label = _canonical(x.label, cached)
         return Record(label, tuple(_canonical(f, cached) for f in x.fields))
     if cls is frozenset:
-        result = frozenset(_canonical(i, cached) for i in x)
+        items = [_canonical(i, cached) for i in x]
+        result = frozenset(items)
         if len(result) != len(x):
-            raise CodecError("duplicate element in a set")
+            raise CodecError("duplicate element in a set" + merge_note(items))
         return result
     if cls is FrozenDict:
         pairs = [(_canonical(k, cached), _canonical(i, cached)) for k, i in x.items()]

@@ -17,7 +17,7 @@ import logging
 from feds.actor import Entity, Handle, Ref, Turn
 from feds.index import Index
 from feds.patterns import PatternError, compile_pattern
-from feds.values import Record, Symbol, Value
+from feds.values import Record, Symbol, Value, exact_key
 
 log = logging.getLogger("feds.dataspace")
 
@@ -46,14 +46,14 @@ class _Observer:
     def __init__(self, dataspace: Dataspace, ref: Ref) -> None:
         self.dataspace = dataspace
         self.ref = ref
-        self.published: dict[tuple, Handle] = {}
+        self.published: dict[Value, Handle] = {}  # exact key of the captures -> handle
 
     def __call__(self, event: str, captures: tuple) -> None:
         turn = self.dataspace.turn
-        if event == "+":
-            self.published[captures] = turn.publish(self.ref, captures)
+        if event == "+":  # keyed type-exactly: (1,) and (#t,) are two matches
+            self.published[exact_key(captures)] = turn.publish(self.ref, captures)
         elif event == "-":
-            turn.retract(self.published.pop(captures))
+            turn.retract(self.published.pop(exact_key(captures)))
         else:
             turn.message(self.ref, captures)
 

@@ -21,11 +21,19 @@ Representation choices (all equivalent to the paper's, chosen for speed in CPyth
   from the whole value. The two are interchangeable (a ``(pop, index)`` pair at a given trie
   position denotes exactly one absolute path), but the absolute form needs no stack: a
   projection like ``v.fields[1][0]`` is a few C-level steps, with no list pushes or pops.
-* **The bag and the canonical copy.** The bag maps each asserted value to its *canonical* copy
-  (the object first asserted); counts above one live in a side table. Every cache holds the
+* **Type-exact keys.** Equality of values is type-exact (``1``, ``1.0`` and ``True`` differ; see
+  :mod:`feds.values`), Python's is not, so every table keyed by values is keyed by
+  :func:`~feds.values.exact_key`: the bag (a record is its own key, anything else costs one
+  call), the captures bags of handlers that keep one, and record labels in classes. The const
+  tables are keyed by :func:`~feds.values.probe_key`, which wraps integers too and whose
+  wrappers equal the raw value: a raw constant finds exactly its own leaf, so a retraction and
+  a message look up the raw constant (no cost), and only an assertion, which may insert a key,
+  converts a constant that is not a string, symbol, reference... (one set membership test).
+* **The bag and the canonical copy.** The bag maps each asserted value's key to its *canonical*
+  copy (the object first asserted); counts above one live in a side table. Every cache holds the
   canonical object keyed by its ``id`` (an int hashes in C, a Record hashes in Python), and a
-  removal walks with the canonical object, so a check such as ``<type integer>`` sees the same
-  value on removal as on addition even when ``1`` is retracted by an equal ``True``.
+  removal walks with the canonical object, so the leaf caches (keyed by ``id``) find it, and a
+  check sees the very objects on removal that it saw on addition.
 * **Caches are not duplicated.** The root continuation's cache *is* the bag, and a node with a
   const table keeps no cache of its own: every value of the node is in exactly one leaf of each
   table, so the leaves of any table are the cache (rebuilt as a dict if the last table goes).
@@ -69,7 +77,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from feds.patterns import Check, Path, Skeleton
-from feds.values import FrozenDict, Record, Symbol, Value
+from feds.values import (
+    EXACT_LOOKUP_CLASSES,
+    FrozenDict,
+    Record,
+    Symbol,
+    Value,
+    exact_key,
+    key_value,
+    probe_key,
+)
 
 Callback = Callable[[str, tuple], Any]
 
@@ -85,6 +102,11 @@ class _Missing:
 
 MISSING: Any = _Missing()
 """What projecting an absent dict key yields; never equal to any value."""
+
+
+def _find(d: FrozenDict, key: Value) -> Value:
+    """The value of ``d`` under ``key`` (type-exactly), or MISSING."""
+    return d.get(key, MISSING)
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,7 +143,7 @@ class Handler(dict):
     def present(self, leaf: Leaf) -> list[tuple]:
         """The distinct captures vectors present (the bag's keys), given the handler's leaf."""
         if not self.complete:
-            return list(self)
+            return list(map(key_value, self))
         test = self.fns[3]
         captures = [test(self, v) for v in leaf.cached()]
         return [c for c in captures if c is not None]
@@ -255,10 +277,10 @@ class Node:
 
 
 def _classify(x: Any) -> tuple | None:
-    """The paper's ``classof``, for the three kinds of groups."""
+    """The paper's ``classof``, for the three kinds of groups (a label as its exact key)."""
     cls = x.__class__
     if cls is Record:
-        return ("rec", x.label, len(x.fields))
+        return ("rec", exact_key(x.label), len(x.fields))
     if cls is tuple:
         return ("arr", len(x))
     if cls is FrozenDict:
@@ -290,8 +312,9 @@ def _complete(skeleton: Skeleton) -> bool:
 
 
 def _const_key(values: tuple) -> Any:
-    """Key of a const table's leaves: the bare value for one path, else the tuple."""
-    return values[0] if len(values) == 1 else values
+    """Key of a const table's leaves: the probe key of the value for one path, else of the
+    tuple (as the generated walkers compute it)."""
+    return probe_key(values[0] if len(values) == 1 else values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,7 +341,13 @@ class _Gen:
     """Collects the closure parameters of one generated factory."""
 
     def __init__(self) -> None:
-        self.params: dict[str, Any] = {"MISSING": MISSING}
+        self.params: dict[str, Any] = {
+            "MISSING": MISSING,
+            "KEY": exact_key,
+            "PKEY": probe_key,
+            "SAFE": EXACT_LOOKUP_CLASSES,
+            "FIND": _find,
+        }
 
     def bind(self, prefix: str, value: Any) -> str:
         name = f"{prefix}{len(self.params)}"
@@ -335,16 +364,36 @@ class _Gen:
         last = len(path) - 1
         for j, step in enumerate(path):
             kind = kinds.get(path[:j])
-            if kind == "dict":
-                key = self.bind("K", step)
-                expr += f"._items.get({key}, MISSING)" if j == last else f"._items[{key}]"
+            if kind == "dict":  # the step is the key's exact key (see feds.patterns)
+                k = key_value(step)
+                key = self.bind("K", k)
+                if k.__class__ in EXACT_LOOKUP_CLASSES:  # a plain dict lookup is type-exact
+                    expr += f"._items.get({key}, MISSING)" if j == last else f"._items[{key}]"
+                elif j == last:
+                    expr = f"FIND({expr}, {key})"
+                else:
+                    expr += f"[{key}]"  # FrozenDict.__getitem__, type-exact
             elif kind is not None and step.__class__ is int and step >= 0:
                 expr += f".fields[{step}]" if kind == "rec" else f"[{step}]"
             else:
                 raise ValueError(f"skeleton path {path!r} is not inside the skeleton's shape")
         return expr
 
-    def key(self, paths: tuple[Path, ...], kinds: dict) -> str:
+    def key(self, paths: tuple[Path, ...], kinds: dict) -> list[str]:
+        """Statements setting ``key`` to the const-table key of ``v`` (see :func:`_const_key`):
+        a constant of a plain class is its own key, found without a call."""
+        exprs = [self.path(p, kinds) for p in paths]
+        if len(exprs) == 1:
+            return [f"key = {exprs[0]}", "if key.__class__ not in SAFE:", "    key = PKEY(key)"]
+        lines = ["key = (" + "".join(e + ", " for e in exprs) + ")"]
+        if exprs:  # the key of no constants is () itself
+            tests = " or ".join(f"key[{i}].__class__ not in SAFE" for i in range(len(exprs)))
+            lines += [f"if {tests}:", "    key = PKEY(key)"]
+        return lines
+
+    def probe(self, paths: tuple[Path, ...], kinds: dict) -> str:
+        """The raw key of ``v`` for a lookup (not an insertion) in a const table: it finds its
+        own leaf and no other (see :func:`~feds.values.probe_key`)."""
         exprs = [self.path(p, kinds) for p in paths]
         return exprs[0] if len(exprs) == 1 else "(" + "".join(e + ", " for e in exprs) + ")"
 
@@ -365,8 +414,8 @@ def _make_getter(path: Path, kinds: dict) -> Callable[[Value], Value]:
 
 def _make_key_getter(paths: tuple[Path, ...], kinds: dict) -> Callable[[Value], Any]:
     g = _Gen()
-    expr = g.key(paths, kinds)
-    return _factory(g.source(["def get(v):", f"    return {expr}", "return get"]))(**g.params)
+    body = _indent([*g.key(paths, kinds), "return key"], 4)
+    return _factory(g.source(["def get(v):", *body, "return get"]))(**g.params)
 
 
 def _checked(conds: list[str], body: list[str]) -> list[str]:
@@ -401,12 +450,13 @@ def _bag_add(h: str, caps: str, complete: bool) -> list[str]:
         return [f"c = {caps}", *_fire(h, "+")]
     return [
         f"c = {caps}",
-        f"n = {h}.get(c)",
+        "k = KEY(c)",
+        f"n = {h}.get(k)",
         "if n is None:",
-        f"    {h}[c] = 1",
+        f"    {h}[k] = 1",
         *_indent(_fire(h, "+"), 4),
         "else:",
-        f"    {h}[c] = n + 1",
+        f"    {h}[k] = n + 1",
     ]
 
 
@@ -415,12 +465,13 @@ def _bag_remove(h: str, caps: str, complete: bool) -> list[str]:
         return [f"c = {caps}", *_fire(h, "-")]
     return [
         f"c = {caps}",
-        f"n = {h}[c]",
+        "k = KEY(c)",
+        f"n = {h}[k]",
         "if n == 1:",
-        f"    del {h}[c]",
+        f"    del {h}[k]",
         *_indent(_fire(h, "-"), 4),
         "else:",
-        f"    {h}[c] = n - 1",
+        f"    {h}[k] = n - 1",
     ]
 
 
@@ -472,11 +523,10 @@ def _class_guard(g: _Gen, cls: tuple, body: list[str]) -> list[str]:
                 f"if s.__class__ is Record and s.label is {sym} and len(s.fields) == {cls[2]}:",
                 *_indent(body, 4),
             ]
-        label = g.bind("N", cls[1])
+        label = g.bind("N", cls[1])  # the label's exact key (see _classify)
         return [
             f"if s.__class__ is Record and len(s.fields) == {cls[2]}:",
-            "    l = s.label",
-            f"    if l is {label} or l == {label}:",  # as a dict lookup compares
+            f"    if KEY(s.label) == {label}:",
             *_indent(body, 8),
         ]
     if cls[0] == "arr":
@@ -511,7 +561,7 @@ def _class_switch(g: _Gen, edge: Edge, call: str) -> list[str]:
                 "    if l.__class__ is Symbol:",
                 f"        n = {g.bind('S', sym)}.get((l.name, len(s.fields)))",
                 "    else:",
-                f"        n = {g.bind('R', rec)}.get((l, len(s.fields)))",
+                f"        n = {g.bind('R', rec)}.get((KEY(l), len(s.fields)))",
             ]
         elif sym:
             lines.append(
@@ -519,7 +569,7 @@ def _class_switch(g: _Gen, edge: Edge, call: str) -> list[str]:
                 " if l.__class__ is Symbol else None"
             )
         else:
-            lines.append(f"    n = {g.bind('R', rec)}.get((l, len(s.fields)))")
+            lines.append(f"    n = {g.bind('R', rec)}.get((KEY(l), len(s.fields)))")
         lines += ["    if n is not None:", f"        n.{call}"]
     if arr:
         lines += [
@@ -610,7 +660,7 @@ class _Walkers:
                 p_rem = _direct(conds, caps, "-", p_rem)
                 p_msg = _direct(conds, caps, "!", p_msg)
         add = [
-            f"key = {key}",
+            *key,
             f"leaf = {lv}.setdefault(key, v)",
             "if leaf is not v:",  # else v is now the leaf: a single-value handler-less leaf
             "    t = leaf.__class__",
@@ -626,7 +676,7 @@ class _Walkers:
             f"        {lv}[key] = {{id(leaf): leaf, id(v): v}}",
         ]
         rem = [
-            f"key = {key}",
+            f"key = {g.probe(table.paths, node.kinds)}",
             f"leaf = {lv}[key]",
             "if leaf is v:",  # a single-value handler-less leaf
             f"    del {lv}[key]",
@@ -642,7 +692,7 @@ class _Walkers:
             f"        del {lv}[key]",
         ]
         msg = [
-            f"leaf = {lv}.get({key})",
+            f"leaf = {lv}.get({g.probe(table.paths, node.kinds)})",
             "if leaf.__class__ is Leaf:",
             *_indent(p_msg, 4),
         ]
@@ -652,24 +702,26 @@ class _Walkers:
 # The root's walkers are also the index's entry points: the bag update comes first.
 _ROOT_ENTRY = [
     "def add_assertion(v):",
+    "    k = v if v.__class__ is Record else KEY(v)",
     "    n = len(BAG)",
-    "    c = BAG.setdefault(v, v)",
+    "    c = BAG.setdefault(k, v)",
     "    if len(BAG) == n:",
-    "        MULTI[c] = MULTI.get(c, 1) + 1",
+    "        MULTI[k] = MULTI.get(k, 1) + 1",
     "        return",
     "ADD",
     "def remove_assertion(v):",
-    "    c = BAG.pop(v, MISSING)",
+    "    k = v if v.__class__ is Record else KEY(v)",
+    "    c = BAG.pop(k, MISSING)",
     "    if c is MISSING:",
     "        raise NOT_HELD(v)",
     "    if MULTI:",
-    "        n = MULTI.get(c)",
+    "        n = MULTI.get(k)",
     "        if n is not None:",
     "            if n == 2:",
-    "                del MULTI[c]",
+    "                del MULTI[k]",
     "            else:",
-    "                MULTI[c] = n - 1",
-    "            BAG[c] = c",
+    "                MULTI[k] = n - 1",
+    "            BAG[k] = c",
     "            return",
     "    v = c",
     "REMOVE",
@@ -790,8 +842,8 @@ class Index:
     send_message: Callable[[Value], None]
 
     def __init__(self) -> None:
-        # The bag: value -> canonical value (the object first asserted), with copy counts kept
-        # apart in ``_multi`` (canonical -> count) only for values held more than once, so the
+        # The bag: exact key -> canonical value (the object first asserted), with copy counts
+        # kept apart in ``_multi`` (key -> count) only for values held more than once, so the
         # common single copy costs one hash and no allocation.
         self._bag: dict[Value, Value] = {}
         self._multi: dict[Value, int] = {}
@@ -816,21 +868,22 @@ class Index:
             raise ValueError(f"retracting {-delta} copies of {v!r}, {held} held")
         bag = self._bag
         multi = self._multi
+        k = exact_key(v)
         if held == 0:
-            bag[v] = v
+            bag[k] = v
             if n > 1:
-                multi[v] = n
+                multi[k] = n
             self._root.add(v)
             return
-        c = bag[v]
+        c = bag[k]
         if n == 0:
-            del bag[v]
-            multi.pop(c, None)
+            del bag[k]
+            multi.pop(k, None)
             self._root.remove(c)
         elif n == 1:
-            multi.pop(c, None)
+            multi.pop(k, None)
         else:
-            multi[c] = n
+            multi[k] = n
 
     def apply_patch(self, adds: Iterable[Value], removes: Iterable[Value]) -> None:
         """Apply a patch: all additions, then all removals (so no observer sees a glitch).
@@ -841,9 +894,10 @@ class Index:
         adds = list(adds)
         removes = list(removes)
         if removes:
-            added = Counter(adds)
-            for v, n in Counter(removes).items():
-                if self.count(v) + added[v] < n:
+            added = Counter(map(exact_key, adds))
+            for k, n in Counter(map(exact_key, removes)).items():
+                v = key_value(k)
+                if self.count(v) + added[k] < n:
                     raise ValueError(f"patch retracts {n} copies of {v!r}, fewer are held")
         for v in adds:
             self.add_assertion(v)
@@ -890,7 +944,8 @@ class Index:
                 for v in leaf.cached():
                     caps = test(h, v)
                     if caps is not None:
-                        h[caps] = h.get(caps, 0) + 1
+                        k = exact_key(caps)
+                        h[k] = h.get(k, 0) + 1
             leaf.handlers[hkey] = h
             table.handlers += 1
         elif callback in h.callbacks:
@@ -948,17 +1003,17 @@ class Index:
 
     def count(self, v: Value) -> int:
         """How many copies of ``v`` are held."""
-        c = self._bag.get(v, MISSING)
-        if c is MISSING:
+        k = exact_key(v)
+        if k not in self._bag:
             return 0
-        return self._multi.get(c, 1) if self._multi else 1
+        return self._multi.get(k, 1) if self._multi else 1
 
     def __len__(self) -> int:
         """The number of distinct assertions held."""
         return len(self._bag)
 
     def __contains__(self, v: Value) -> bool:
-        return v in self._bag
+        return exact_key(v) in self._bag
 
     def assertions(self) -> Iterator[Value]:
         """The distinct assertions held (each once, whatever its count)."""

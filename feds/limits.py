@@ -40,9 +40,14 @@ class NetLimits:
     """Bytes waiting for one client (an application's connection, not a node link) at which it
     is closed as a slow consumer. A congested client never pauses its node's other links, so
     this is all that bounds what the node holds for it."""
-    max_handles: int = 100_000
-    """The far side's live assertions per connection."""
-    max_node_assertions: int = 1_000_000
+    max_client_handles: int = 100_000
+    """Live assertions of a client (an application) per connection."""
+    max_admin_handles: int = 1_000
+    """Live assertions of an admin tool (``feds status``) per connection."""
+    max_peer_handles: int = 10_000_000
+    """Live assertions of a neighbour node per link: it carries what a whole subtree asserts
+    (copy-up sends everything towards the root), so its bound is far higher."""
+    max_node_assertions: int = 10_000_000
     """Live assertions that all far sides together may hold at one node."""
 
     def __post_init__(self) -> None:
@@ -52,6 +57,15 @@ class NetLimits:
                 raise ValueError(f"limit {f.name} must be a positive number, not {value!r}")
         if self.keepalive_timeout <= self.keepalive_interval:
             raise ValueError("keepalive_timeout must be longer than keepalive_interval")
+
+    def handles_by_role(self) -> dict[str, int]:
+        """The bound on the far side's live assertions per connection, by the role its hello
+        names (the relay's roles ``client``, ``admin`` and ``peer``)."""
+        return {
+            "client": self.max_client_handles,
+            "admin": self.max_admin_handles,
+            "peer": self.max_peer_handles,
+        }
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> NetLimits:

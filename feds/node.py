@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
+from feds.admission import refusal
 from feds.dataspace import Dataspace, as_observe, observe
 from feds.protocols import Observation, Protocol, make_protocol
 from feds.values import Record, Symbol, Value
@@ -36,6 +37,7 @@ log = logging.getLogger("feds.node")
 UPLINK = Symbol("uplink")
 ACCEPTED = Symbol("accepted")
 FSYNC = Symbol("fsync")
+LOCAL_SYNC = Symbol("local-sync")
 
 
 class Node:
@@ -240,6 +242,14 @@ class LocalAccess(Entity):
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         node = self.node
+        refused = refusal(node.actor, value)  # see feds.admission
+        if refused is not None:
+            log.warning("node %s: refused %s", node.name, refused)
+            return
+        if _is_record(value, LOCAL_SYNC, 1) and value.fields[0].__class__ is Ref:
+            reply = value.fields[0]  # a sync of this node only: flush, answer, keep nothing
+            node.local_flush(turn, lambda t: t.message(reply, True))
+            return
         entered = value
         if node.protocol.per_observation:
             obs = as_observe(value)

@@ -10,9 +10,10 @@ meaning in two independent ways:
   paper's shape, constant map and capture map, plus *residual checks* for the constraints
   (``type``, ``one-of``, ``range``, ``regex``) and for the presence of non-literal dict keys.
 
-Paths are tuples of steps: an ``int`` for a record field or a sequence item, the key itself for a
-dict entry. Captures are numbered depth-first, left to right (a ``bind`` before the captures
-inside it); dict entries are visited in ``sort_key`` order of their keys.
+Paths are tuples of steps: an ``int`` for a record field or a sequence item, the key's
+:func:`~feds.values.exact_key` for a dict entry (so that paths compare type-exactly). Captures are
+numbered depth-first, left to right (a ``bind`` before the captures inside it); dict entries are
+visited in ``sort_key`` order of their keys.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from feds.regex_safety import regex_hazard
-from feds.values import FrozenDict, Record, Symbol, Value, sort_key
+from feds.values import FrozenDict, Record, Symbol, Value, exact_equal, exact_key, sort_key
 
 Path: TypeAlias = tuple
 """A position inside a value: field/item indexes (``int``) and dict keys."""
@@ -119,8 +120,8 @@ TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
 class Check:
     """A residual constraint on the value at some path: ``check(value) -> bool``.
 
-    Checks are immutable and compare by their parameters, so equal patterns compile to equal
-    skeletons and the index can share one handler between them.
+    Checks are immutable and compare by their parameters (type-exactly), so equal patterns
+    compile to equal skeletons and the index can share one handler between them.
     """
 
     __slots__ = ()
@@ -132,7 +133,7 @@ class Check:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return other.__class__ is self.__class__ and self._key() == other._key()  # type: ignore[attr-defined]
+        return other.__class__ is self.__class__ and exact_equal(self._key(), other._key())  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
         return hash((self.__class__.__name__, self._key()))
@@ -159,15 +160,16 @@ class TypeCheck(Check):
 
 
 class OneOf(Check):
-    """``<one-of #{v ...}>``: the value equals one of ``values``."""
+    """``<one-of #{v ...}>``: the value equals (type-exactly) one of ``values``."""
 
-    __slots__ = ("values",)
+    __slots__ = ("_keys", "values")
 
     def __init__(self, values: frozenset) -> None:
         self.values = values
+        self._keys = frozenset(map(exact_key, values))
 
     def __call__(self, x: Any) -> bool:
-        return x in self.values
+        return exact_key(x) in self._keys
 
     def _key(self) -> tuple:
         return (self.values,)
@@ -230,7 +232,7 @@ class HasKey(Check):
         self.key = key
 
     def __call__(self, d: Any) -> bool:
-        return d.__class__ is FrozenDict and self.key in d._items
+        return d.__class__ is FrozenDict and self.key in d
 
     def _key(self) -> tuple:
         return (self.key,)
@@ -240,7 +242,7 @@ class HasKey(Check):
 # Skeletons
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Skeleton:
     """What the index needs to know about a pattern (the paper's skeleton, extended).
 
@@ -261,6 +263,15 @@ class Skeleton:
     @property
     def capture_count(self) -> int:
         return len(self.capture_paths)
+
+    def _parts(self) -> tuple:
+        return (self.shape, self.const_paths, self.const_values, self.capture_paths, self.checks)
+
+    def __eq__(self, other: object) -> bool:  # type-exact, as the constants are
+        return other.__class__ is Skeleton and exact_equal(self._parts(), other._parts())  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._parts())
 
 
 class _Acc:
@@ -406,14 +417,14 @@ def _walk(p: Any, vpath: Path, ppath: tuple, acc: _Acc) -> bool:
         if kind == "dict":
             acc.shape.append((vpath, ("dict",)))
             for k, q in _dict_entries(entries):
-                sub = (*vpath, k)
+                sub = (*vpath, exact_key(k))
                 is_lit = q.__class__ is Record and q.label == _LIT and len(q.fields) == 1
                 if not is_lit:
                     acc.checks.append((vpath, HasKey(k)))
                 _walk(q, sub, (*ppath, k), acc)
             return True
         n = len(entries)
-        acc.shape.append((vpath, ("rec", label, n) if kind == "rec" else ("arr", n)))
+        acc.shape.append((vpath, ("rec", exact_key(label), n) if kind == "rec" else ("arr", n)))
         items = entries._items
         for i in range(n):
             _walk(items[i], (*vpath, i), (*ppath, i), acc)
@@ -465,37 +476,7 @@ def _compile(p: Value) -> Skeleton:
     )
 
 
-def _same_form(p: Any, q: Any) -> bool:
-    """Whether ``p``, a pattern equal to the valid pattern ``q``, is valid too, judged cheaply.
-
-    Equal values differ only where ``1``, ``1.0`` and ``#t`` meet, so ``p`` is valid if every
-    part that validation looks at has the class of the matching part of ``q``. The contents of a
-    ``<lit>`` are never looked at, nor are those of a set (only ``<one-of>`` holds one). A dict
-    key is only compared as a class where it is a boolean or a float: False then means "not
-    shown", and the caller validates ``p`` in full.
-    """
-    if p is q:
-        return True
-    cls = p.__class__
-    if cls is not q.__class__:
-        return False
-    if cls is Record:
-        if p.label is _LIT:
-            return True
-        return _same_form(p.label, q.label) and all(map(_same_form, p.fields, q.fields))
-    if cls is tuple:
-        return all(map(_same_form, p, q))
-    if cls is FrozenDict:
-        qitems = q._items
-        for k, x in p._items.items():
-            if k.__class__ is bool or k.__class__ is float:
-                return False
-            if not _same_form(x, qitems[k]):
-                return False
-    return True
-
-
-_CACHE: dict[Value, tuple[Value, Skeleton]] = {}
+_CACHE: dict[Value, Skeleton] = {}
 _CACHE_MAX = 1 << 15
 """Bound on cached skeletons: a subscription flood compiles a few patterns per distinct topic at
 every node, and a cache smaller than that working set is emptied before any entry is reused."""
@@ -504,20 +485,16 @@ every node, and a cache smaller than that working set is emptied before any entr
 def compile_pattern(p: Value) -> Skeleton:
     """The :class:`Skeleton` of pattern ``p``; raises :class:`PatternError` if ``p`` is invalid.
 
-    Results are cached by pattern value. Because the data model makes ``1``, ``1.0`` and ``#t``
-    equal, an equal-but-not-identical pattern found in the cache is re-validated before the
-    cached skeleton is returned (unless :func:`_same_form` shows that it is valid, which is
-    cheaper), so validity never depends on what was compiled before.
+    Results are cached by pattern value: equal patterns (type-exactly, so ``<lit 1>`` and
+    ``<lit 1.0>`` are different patterns) are equally valid and compile to the same skeleton.
     """
-    hit = _CACHE.get(p)
-    if hit is not None:
-        if hit[0] is not p and not _same_form(p, hit[0]):
-            validate(p)
-        return hit[1]
+    skeleton = _CACHE.get(p)
+    if skeleton is not None:
+        return skeleton
     skeleton = _compile(p)
     if len(_CACHE) >= _CACHE_MAX:
         del _CACHE[next(iter(_CACHE))]
-    _CACHE[p] = (p, skeleton)
+    _CACHE[p] = skeleton
     return skeleton
 
 
@@ -543,11 +520,6 @@ def match(p: Value, v: Value) -> tuple | None:
     return None
 
 
-def _same(a: Any, b: Any) -> bool:
-    # Equality as containers (and so the index's hash tables) see it: identity first.
-    return a is b or a == b
-
-
 def _match(p: Any, v: Any, captures: list, ppath: tuple) -> bool:
     name = _label_name(p, ppath)
     fields = p.fields
@@ -557,13 +529,13 @@ def _match(p: Any, v: Any, captures: list, ppath: tuple) -> bool:
         captures.append(v)
         return _match(fields[0], v, captures, (*ppath, _BIND_STEP))
     if name == "lit":
-        return _same(v, fields[0])
+        return exact_equal(v, fields[0])
     if name == "group":
         kind, label, entries = _group_kind(p, ppath)
         if kind == "rec":
             if v.__class__ is not Record or len(v.fields) != len(entries):
                 return False
-            if not _same(v.label, label):
+            if not exact_equal(v.label, label):
                 return False
             items = entries._items
             return all(_match(items[i], x, captures, (*ppath, i)) for i, x in enumerate(v.fields))
@@ -594,7 +566,7 @@ def _match(p: Any, v: Any, captures: list, ppath: tuple) -> bool:
         values = fields[0]
         if values.__class__ is not frozenset:
             raise PatternError(f"<one-of> takes a set, got {_show(values)}", ppath)
-        return v in values
+        return any(exact_equal(v, x) for x in values)
     if name == "range":
         _check_range(p, ppath)
         lo, hi, lo_inc, hi_inc = fields

@@ -39,6 +39,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from itertools import chain
+from types import MappingProxyType
 from typing import Final
 
 import msgpack
@@ -57,7 +58,7 @@ from feds.codec import (
     encode_frame,
     record_head,
 )
-from feds.limits import HandleBudget
+from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -114,8 +115,15 @@ MINE: Final = 0
 YOURS: Final = 1
 """Wire tag of an embedded reference to an object the *receiver* exported earlier."""
 
-DEFAULT_MAX_HANDLES: Final = 100_000
-"""Default bound on the far side's live assertions per connection."""
+DEFAULT_MAX_HANDLES: Final[Mapping[str, int]] = MappingProxyType(
+    DEFAULT_NET_LIMITS.handles_by_role()
+)
+"""Default bound on the far side's live assertions per connection, by the role in its hello
+(``NetLimits.max_client_handles``, ``max_admin_handles``, ``max_peer_handles``).
+
+A client or admin tool holds only its own assertions; a node link (``peer``) carries what a
+whole subtree asserts (copy-up sends everything towards the root), so its bound is far higher.
+"""
 
 _MAX_ID: Final = 2**63
 _ATOMS: Final = frozenset({type(None), bool, int, float, str, bytes, Symbol})
@@ -496,6 +504,9 @@ class Relay:
     ``on_ready(turn, hello, remote_initial)`` runs in a turn of the relay actor once the far
     side's hello is accepted; ``remote_initial`` is a proxy for the far side's oid 0 (events
     to it are dropped there if it exposes nothing).
+    ``max_handles`` bounds the far side's live assertions here: one number, or a bound per role
+    the far side may say it has in its hello (:data:`DEFAULT_MAX_HANDLES`; a role missing from
+    the mapping may assert nothing).
     ``authenticate(hello)`` may return a reason to reject the far side. ``on_output()`` is called
     whenever bytes become available from :meth:`data_to_send` (and when the relay closes);
     ``on_close(relay)`` once, when it closes.
@@ -509,7 +520,7 @@ class Relay:
         initial: Ref | Callable[[Hello], Ref | None] | None = None,
         *,
         limits: Limits = DEFAULT_LIMITS,
-        max_handles: int = DEFAULT_MAX_HANDLES,
+        max_handles: int | Mapping[str, int] = DEFAULT_MAX_HANDLES,
         budget: HandleBudget | None = None,
         secrets: Secrets | None = None,
         listener: bool = False,
@@ -527,7 +538,9 @@ class Relay:
         self.role = role
         self.initial = initial
         self.limits = limits
-        self.max_handles = max_handles
+        self.handle_limits = max_handles
+        self.max_handles = max_handles if isinstance(max_handles, int) else 0
+        """The bound in force: set from ``handle_limits`` by the far side's role at its hello."""
         self.budget = budget
         self.secrets = secrets
         self.listener = listener
@@ -742,6 +755,8 @@ class Relay:
             chosen = self.initial(hello)
             if chosen is not None:
                 self._membrane.export(chosen, oid=0, pinned=True)
+        if not isinstance(self.handle_limits, int):
+            self.max_handles = self.handle_limits.get(hello.role, 0)
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
             self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref

@@ -197,7 +197,7 @@ class NodeRuntime:
             secrets=self.secrets,
             listener=True,
             authenticate=None if self.secrets is None else self._authorize,
-            max_handles=self.limits.max_handles,
+            max_handles=self.limits.handles_by_role(),
             budget=self.budget,
             on_close=self.relays.discard,
         )
@@ -227,7 +227,7 @@ class NodeRuntime:
             self.scheduler,
             self.name,
             PEER,
-            max_handles=self.limits.max_handles,
+            max_handles=self.limits.handles_by_role(),
             budget=self.budget,
             secrets=self.secrets,
             on_ready=ready,

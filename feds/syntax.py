@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from feds import pattern_forms as pf
-from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, sort_key
+from feds.values import NAN, Embedded, FrozenDict, Record, Symbol, Value, merge_note, sort_key
 
 __all__ = [
     "MAX_DEPTH",
@@ -258,7 +258,7 @@ class _Parser:
             key = self.value()
             self.expect_colon()
             if key in result:
-                raise self.error("duplicate key in dict", key_start)
+                raise self.error("duplicate key in dict" + merge_note([*result, key]), key_start)
             result[key] = self.value()
         return FrozenDict(result)
 
@@ -277,7 +277,9 @@ class _Parser:
             item_start = self.pos
             item = self.value()
             if item in result:
-                raise self.error("duplicate element in set", item_start)
+                raise self.error(
+                    "duplicate element in set" + merge_note([*result, item]), item_start
+                )
             result.add(item)
         return frozenset(result)
 
@@ -512,7 +514,8 @@ class _Parser:
             key = self.literal_slot("a dict key")
             self.expect_colon()
             if key in entries:
-                raise self.error("duplicate key in dict pattern", key_start)
+                note = merge_note([*entries, key])
+                raise self.error("duplicate key in dict pattern" + note, key_start)
             names_before = len(self.names)
             p = self.pattern()
             entries[key] = (p, self.names[names_before:])

@@ -11,10 +11,29 @@ A value is one of
 * :class:`Embedded` — a reference to an entity (a :class:`feds.actor.Ref`, or a wire reference
   inside the relay).
 
-Equality is Python's: ``1``, ``1.0`` and ``True`` are the *same* assertion, and so are ``0.0`` and
-``-0.0`` (the codec still keeps the sign bit of a float it carries). Every NaN that enters through
-:func:`from_python`, the parser or the codec is replaced by the single object :data:`NAN`, so NaN
-equals itself inside containers and a NaN assertion can be retracted.
+Equality is *type-exact* (as Racket's ``equal?`` in the seed and Syndicate's data model): ``1``,
+``1.0`` and ``True`` are three different assertions, and so are ``0.0`` and ``-0.0``; a record,
+sequence, set or dict equals another only if their parts are equal in this sense. Python's own
+``==`` says ``1 == 1.0 == True``, so feds keeps its equality in three places:
+
+* :class:`Record` and :class:`FrozenDict` compare themselves type-exactly (``==`` and ``hash``
+  stay consistent: equal values hash alike, and unequal ones may collide), and a
+  :class:`FrozenDict` looks its keys up type-exactly;
+* :func:`exact_equal` compares any two values; :func:`exact_key` gives a dict key whose Python
+  equality is feds's, for tables keyed by values that may be bare atoms or sequences (the
+  index's bag, constant tables and captures bags, a pattern's ``<one-of>`` set). It is the value
+  itself unless a boolean or a float could be confused (then a small wrapper), so the common
+  keys (records, strings, symbols, integers) cost one class test;
+* a set or dict cannot hold two elements (keys) that Python finds equal, such as ``1`` and
+  ``true``: the parser and the codec refuse such input with a clear error (a Python ``set`` has
+  already merged them before :func:`from_python` sees it). Two sets are equal only if their
+  elements are, type-exactly: ``#{1}`` is not ``#{#t}`` for :func:`exact_equal`, inside records
+  and dicts, and in every table keyed by :func:`exact_key` (a bare ``frozenset``'s or
+  ``tuple``'s own ``==`` stays Python's).
+
+Every NaN that enters through :func:`from_python`, the parser or the codec is replaced by the
+single object :data:`NAN`, so NaN equals itself inside containers and a NaN assertion can be
+retracted.
 """
 
 from __future__ import annotations
@@ -22,11 +41,14 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from math import copysign
 from typing import Any, TypeAlias
 
 NAN: float = float("nan")
 """The one NaN object feds uses, so that NaN finds itself in dicts and sets."""
+
+_ABSENT: Any = object()
 
 
 class Embedded:
@@ -142,7 +164,13 @@ class Record:
             theirs = other._hash  # type: ignore[attr-defined]
             if theirs is not None and mine != theirs:
                 return False
-        return self.label == other.label and self.fields == other.fields  # type: ignore[attr-defined]
+        label, fields = other.label, other.fields  # type: ignore[attr-defined]
+        return (
+            self.label == label
+            and self.fields == fields
+            and _same_kinds(self.label, label)
+            and _same_items(self.fields, fields)
+        )
 
     def __hash__(self) -> int:
         h = self._hash
@@ -166,16 +194,42 @@ class Record:
 class FrozenDict(Mapping):
     """An immutable, hashable mapping from values to values."""
 
-    __slots__ = ("_hash", "_items")
+    __slots__ = ("_hash", "_items", "_plain_keys")
 
     def __init__(self, items: Mapping[Value, Value] | None = None, /, **kwargs: Value) -> None:
         data = dict(items or {})
         data.update(kwargs)
         self._items = data
         self._hash = hash(frozenset(data.items()))
+        self._plain_keys: bool | None = (
+            None  # all keys of SELF_KEY_CLASSES classes? (known on first need)
+        )
 
     def __getitem__(self, key: Value) -> Value:
-        return self._items[key]
+        """The value under ``key``, found type-exactly (``d[1]`` never finds a key ``true``)."""
+        x = self._find(key)
+        if x is _ABSENT:
+            raise KeyError(key)
+        return x
+
+    def __contains__(self, key: object) -> bool:
+        return self._find(key) is not _ABSENT
+
+    def _find(self, key: Value) -> Value:
+        items = self._items
+        cls = key.__class__
+        if cls in EXACT_LOOKUP_CLASSES:
+            return items.get(key, _ABSENT)
+        if cls in SELF_KEY_CLASSES:  # an int: exact as it is unless a key could be confused with it
+            plain = self._plain_keys
+            if plain is None:
+                plain = self._plain_keys = all(k.__class__ in SELF_KEY_CLASSES for k in items)
+            if plain:
+                return items.get(key, _ABSENT)
+        for k, x in items.items():
+            if exact_equal(k, key):
+                return x
+        return _ABSENT
 
     def __iter__(self) -> Iterator[Value]:
         return iter(self._items)
@@ -183,13 +237,20 @@ class FrozenDict(Mapping):
     def __len__(self) -> int:
         return len(self._items)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is FrozenDict:
-            return self._hash == other._hash and self._items == other._items  # type: ignore[attr-defined]
-        return False
+        if other is self:
+            return True
+        if other.__class__ is not FrozenDict:
+            return False
+        mine, theirs = self._items, other._items  # type: ignore[attr-defined]
+        if self._hash != other._hash or mine != theirs:  # type: ignore[attr-defined]
+            return False
+        twins = {k: k for k in theirs}  # equal in Python: check each pair's kinds
+        for k, x in mine.items():
+            twin = twins[k]
+            if not (_same_kinds(k, twin) and _same_kinds(x, theirs[twin])):
+                return False
+        return True
 
     def __hash__(self) -> int:
         return self._hash
@@ -205,6 +266,161 @@ Value: TypeAlias = Any
 """Any of the kinds listed in the module docstring (checked by :func:`check_value`)."""
 
 ATOM_TYPES = (bool, int, float, str, bytes, Symbol)
+
+# ---- type-exact equality ------------------------------------------------------------------
+
+EXACT_LOOKUP_CLASSES = {str, bytes, Symbol, type(None), Record, FrozenDict}
+"""Classes whose values Python never finds equal to a value of another class (or of the same
+class but different in feds): a dict lookup by such a key is type-exact as it is. Reference
+classes join through :func:`register_reference_class`."""
+
+SELF_KEY_CLASSES = EXACT_LOOKUP_CLASSES | {int}
+"""Classes that are their own :func:`exact_key`: an ``int`` is one too, because every key that
+could equal it in Python (a boolean, a float, a sequence holding one...) is wrapped."""
+
+
+def register_reference_class(cls: type) -> None:
+    """Declare that ``cls`` (an :class:`Embedded` subclass) compares equal only to its own
+    instances, so its values are exact keys as they are (the index then finds them without a
+    call). An unregistered reference class is still an exact key, found through a call."""
+    if not issubclass(cls, Embedded):
+        raise TypeError(f"{cls.__name__} is not an Embedded subclass")
+    EXACT_LOOKUP_CLASSES.add(cls)
+    SELF_KEY_CLASSES.add(cls)
+
+
+_DEEP = frozenset({float, tuple, frozenset})
+"""Classes whose values, equal in Python, :func:`_same_kinds` must look into."""
+
+
+def _same_kinds(a: Value, b: Value) -> bool:
+    """Whether ``a`` and ``b``, known to be equal in Python, are equal in feds too.
+
+    Records and dicts have compared their parts type-exactly already; atoms of one class that
+    Python finds equal are equal, except the float zeros, which differ by their sign.
+    """
+    if a is b:
+        return True
+    cls = a.__class__
+    if cls is not b.__class__:
+        return False
+    if cls is float:
+        return a != 0.0 or copysign(1.0, a) == copysign(1.0, b)
+    if cls is tuple:
+        return _same_items(a, b)
+    if cls is frozenset:
+        twins = {y: y for y in b}
+        return all(_same_kinds(x, twins[x]) for x in a)
+    return True
+
+
+def _same_items(a: tuple, b: tuple) -> bool:
+    """:func:`_same_kinds` for two sequences known to be equal in Python, item by item."""
+    for x, y in zip(a, b, strict=True):
+        if x is not y:
+            cls = x.__class__
+            if cls is not y.__class__ or (cls in _DEEP and not _same_kinds(x, y)):
+                return False
+    return True
+
+
+def exact_equal(a: Value, b: Value) -> bool:
+    """Whether ``a`` and ``b`` are the same feds value (type-exact: ``1``, ``1.0``, ``True``,
+    ``0.0`` and ``-0.0`` are five different values)."""
+    return a is b or (a == b and _same_kinds(a, b))
+
+
+class _Exact:
+    """A dict key for a value whose Python equality is not feds's (see :func:`exact_key`).
+
+    It hashes as its value and equals (type-exactly) its value or another key of it, so a
+    table holding it can be probed with the raw value (see :func:`probe_key`).
+    """
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: Value) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is _Exact:
+            other = other.value  # type: ignore[attr-defined]
+        return exact_equal(self.value, other)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"exact_key({self.value!r})"
+
+
+def _plain(v: Value) -> bool:
+    cls = v.__class__
+    if cls in SELF_KEY_CLASSES:
+        return True
+    if cls is tuple or cls is frozenset:
+        return all(map(_plain, v))
+    return cls is not bool and cls is not float  # an Embedded compares by what it refers to
+
+
+def exact_key(v: Value) -> Value:
+    """A dict key for ``v`` whose Python equality (and hash) is feds's type-exact equality.
+
+    That is ``v`` itself for records, dicts, strings, symbols, bytes, integers, ``None``,
+    references, and sequences and sets holding only such values; a boolean, a float, or a
+    sequence or set holding one is wrapped. Keys made by this function must only meet each
+    other: a table keyed by them holds no raw booleans or floats.
+    """
+    cls = v.__class__
+    if cls in SELF_KEY_CLASSES:
+        return v
+    if cls is tuple:  # a captures vector or a multi-path constant: most often all plain
+        for x in v:
+            if x.__class__ not in SELF_KEY_CLASSES and not _plain(x):
+                return _Exact(v)
+        return v
+    return v if _plain(v) else _Exact(v)
+
+
+def merge_note(items: Iterable[Value]) -> str:
+    """What to add to a "duplicate element (key)" error about ``items``: nothing if two of them
+    are the same value, else which two different values Python takes for one (``1`` and
+    ``true``), since a set or dict cannot hold both."""
+    seen: dict[Value, Value] = {}
+    for x in items:
+        twin = seen.setdefault(x, x)
+        if twin is not x:
+            if exact_equal(twin, x):
+                return ""
+            return (
+                f" ({twin!r} and {x!r} are different values, but a set or dict cannot hold both:"
+                " Python takes them for one)"
+            )
+    return ""
+
+
+def probe_key(v: Value) -> Value:
+    """A dict key for ``v`` like :func:`exact_key`, for tables probed with raw values (the
+    index's constant tables): here integers are wrapped too, so that only values of
+    :data:`EXACT_LOOKUP_CLASSES` (and sequences of them) are their own keys, and every other
+    key is a wrapper that equals the raw value. In a table whose keys all come from this
+    function, a raw value finds exactly its own key (``True`` never finds ``1``): only what
+    is inserted needs converting."""
+    cls = v.__class__
+    if cls in EXACT_LOOKUP_CLASSES:
+        return v
+    if cls is tuple:
+        for x in v:
+            if x.__class__ not in EXACT_LOOKUP_CLASSES:
+                return _Exact(v)
+        return v
+    return _Exact(v)
+
+
+def key_value(k: Value) -> Value:
+    """The value an :func:`exact_key` key stands for."""
+    return k.value if k.__class__ is _Exact else k
 
 
 def symbol(name: str) -> Symbol:
@@ -266,13 +482,17 @@ def sort_key(v: Value) -> tuple:
     """A total order over values, used wherever feds needs a deterministic order.
 
     Sets and dicts print in this order, and a dict pattern visits its keys in this order (so two
-    equal patterns always capture in the same order). Numbers compare numerically, NaN last.
+    equal patterns always capture in the same order). Numbers compare numerically, NaN last; an
+    integer comes before the equal float and ``-0.0`` before ``0.0``, so that values which are
+    different (type-exactly) never tie.
     """
     cls = v.__class__
     rank = _RANK.get(cls)
     if rank is not None:
         if rank == 2:
-            return (2, 1, 0.0) if v != v else (2, 0, v)
+            if v != v:
+                return (2, 1, 0.0, 0)
+            return (2, 0, v, 0 if cls is int else 2 if copysign(1.0, v) > 0 else 1)
         if rank == 5:
             return (5, v.name)
         return (rank, v)

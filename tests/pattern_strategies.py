@@ -63,7 +63,8 @@ TWINS = {1: [True, 1.0], 0: [False, 0.0, -0.0], 1.5: [1.5], 2: [2.0]}
 
 @st.composite
 def twin_of(draw: st.DrawFn, v: object) -> object:
-    """A value equal to ``v`` but built from other objects (``1`` may become ``#t``)."""
+    """A value Python finds equal to ``v``, built from other objects: the same feds value, or
+    (where ``1`` became ``#t``, ``1.0`` or ...) a different one."""
     if v.__class__ is Record:
         return Record(v.label, tuple(draw(twin_of(f)) for f in v.fields))  # type: ignore[attr-defined]
     if v.__class__ is tuple:

@@ -2,13 +2,15 @@
 
 ``values()`` draws arbitrary nested values (no Embedded); ``atoms()`` draws the non-containers;
 ``patterns()`` draws well-formed patterns in record form (``protocols/patterns.md``).
-``identical(a, b)`` is stricter than ``==``: it also tells ``1`` from ``1.0`` and ``True``, ``0.0``
-from ``-0.0``, and treats NaN as equal to NaN.
+``identical(a, b)`` compares type-exactly, as feds's ``==`` does (``1``, ``1.0`` and ``True``
+differ, ``0.0`` and ``-0.0`` too) and treats NaN as equal to NaN; ``tagged(v)`` is a naive
+canonical form whose Python equality is that same equality, for models keyed by values.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from functools import cache
 
 from hypothesis import strategies as st
@@ -131,6 +133,26 @@ def identical(a: Value, b: Value) -> bool:
             [a[k] for k in a_keys], [b[k] for k in b_keys]
         )
     return a == b
+
+
+def tagged(v: Value) -> object:
+    """A naive canonical form of ``v`` whose Python equality is feds's type-exact equality.
+
+    Every atom is tagged with its type (a float by its bits, so ``0.0`` and ``-0.0`` differ),
+    containers are rebuilt from tagged parts. Shares no code with feds's own equality.
+    """
+    cls = v.__class__
+    if cls is float:
+        return ("float", struct.pack(">d", v))
+    if cls is Record:
+        return ("record", tagged(v.label), tuple(map(tagged, v.fields)))
+    if cls is tuple:
+        return ("sequence", tuple(map(tagged, v)))
+    if cls is frozenset:
+        return ("set", frozenset(map(tagged, v)))
+    if cls is FrozenDict:
+        return ("dict", frozenset((tagged(k), tagged(x)) for k, x in v._items.items()))
+    return (cls.__name__, v)  # bool, int, str, bytes, Symbol, None, references
 
 
 def _identical_seq(a: tuple | list, b: tuple | list) -> bool:

@@ -299,7 +299,9 @@ def test_batches_are_queued_in_the_order_their_targets_were_first_sent_to() -> N
     assert log == [("b", 0), ("b", 2), ("b", 5), ("a", 1), ("a", 4), ("c", 3)]
 
 
-def test_a_crashed_actors_stop_actions_send_only_their_messages_to_every_target() -> None:
+def test_a_crashed_actor_runs_no_stop_actions_but_retracts_and_runs_exit_hooks() -> None:
+    # Syndicate: a crash retracts the actor's assertions; its stop scripts do not run (they may
+    # rely on invariants the crash broke), so nothing they would send leaves the actor.
     sched = Scheduler()
     first, second = Recorder(), Recorder()
     refs: list[Ref] = []
@@ -307,24 +309,33 @@ def test_a_crashed_actors_stop_actions_send_only_their_messages_to_every_target(
     sched.spawn(lambda t: refs.append(t.ref(second)))
     sched.run_until_idle()
     one, two = refs
+    ran: list[str] = []
 
     def boot(t: Turn) -> None:
         t.publish(two, "held")
 
         def last_words(t: Turn) -> None:
+            ran.append("root")
             t.publish(one, "never")
             t.message(one, "bye")
             t.message(two, "bye too")
 
         t.on_stop(last_words)
+        t.new_facet(
+            lambda t: (t.publish(one, "child held"), t.on_stop(lambda t: ran.append("child")))
+        )
 
     actor = sched.spawn(boot)
+    exits: list = []
+    actor.exit_hooks.append(exits.append)
     sched.run_until_idle()
     sched.enqueue(actor, actor.root, lambda t: 1 / 0)
     sched.run_until_idle()
-    assert not actor.alive
-    assert first.events == [("!", "bye")]
-    assert second.events == [("+", "held"), ("!", "bye too"), ("-", "held")]
+    assert not actor.alive and isinstance(actor.exit_reason, ZeroDivisionError)
+    assert ran == [] and exits == [actor]
+    assert first.events == [("+", "child held"), ("-", "child held")]
+    assert second.events == [("+", "held"), ("-", "held")]
+    assert first.live == {} and second.live == {}
 
 
 def test_a_turn_sending_to_one_actor_makes_no_dict_of_batches() -> None:

@@ -140,7 +140,7 @@ def test_up_runs_a_topology_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
 
 
 def test_demo_runs_to_the_end() -> None:
-    result = feds("demo", "--pause", "0")
+    result = feds("demo", "--pause", "0", "--no-spark")  # the Spark part: tests/test_spark.py
     assert result.returncode == 0, result.stderr
     assert "watcher: + " in result.stdout and "watcher: ! " in result.stdout
     assert result.stdout.rstrip().endswith("== done")

@@ -141,11 +141,6 @@ observe_events = st.builds(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11 defect 1: an Observe whose observer is not a reference crashes the node "
-    "actor; fixed on branch values-actor (remove this marker once merged)",
-)
 @FUZZ
 @given(data=sessions(observe_events, clients_only=True))
 def test_observe_records_with_every_kind_of_observer_field(

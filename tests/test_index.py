@@ -179,21 +179,22 @@ def test_constant_and_regex() -> None:
     assert log.take() == [("-", ("hi",))]
 
 
-def test_checks_use_the_value_first_asserted() -> None:
-    # True == 1 as values, so they are one assertion; the copy asserted first is the one kept
+def test_true_and_one_are_different_assertions() -> None:
+    # equality is type-exact: <x true> and <x 1> are two assertions, each seen by its check
     ix = Index()
     ints = observe(ix, rec("x", bind(typ("integer"))))
     bools = observe(ix, rec("x", bind(typ("boolean"))))
     ix.add_assertion(r("x", True))
     ix.add_assertion(r("x", 1))
-    assert ints.take() == [] and bools.take() == [("+", (True,))]
+    assert ints.take() == [("+", (1,))] and bools.take() == [("+", (True,))]
+    assert ix.count(r("x", True)) == ix.count(r("x", 1)) == 1 and len(ix) == 2
     ix.remove_assertion(r("x", True))
-    ix.remove_assertion(r("x", 1))
     assert ints.take() == [] and bools.take() == [("-", (True,))]
+    with pytest.raises(ValueError):
+        ix.remove_assertion(r("x", 1.0))  # not held: 1.0 is a third value
+    ix.remove_assertion(r("x", 1))
+    assert ints.take() == [("-", (1,))] and bools.take() == []
     assert ix.is_empty() is False  # handlers are still there
-    ix.add_assertion(r("x", 1))
-    ix.remove_assertion(r("x", True))
-    assert ints.take() == [("+", (1,)), ("-", (1,))] and bools.take() == []
 
 
 def test_adjust_assertion_counts() -> None:
@@ -238,14 +239,14 @@ def test_root_level_patterns() -> None:
     everything = observe(ix, bind())
     fives = observe(ix, lit(5))
     numbers = observe(ix, bind(typ("number")))
-    for v in [5, "x", r("a"), 5.0]:
+    for v in [5, "x", r("a"), 5.0, True, 5.0]:
         ix.add_assertion(v)
     assert sorted(everything.take(), key=repr) == sorted(
-        [("+", (5,)), ("+", ("x",)), ("+", (r("a"),))], key=repr
+        [("+", (5,)), ("+", ("x",)), ("+", (r("a"),)), ("+", (5.0,)), ("+", (True,))], key=repr
     )
     assert fives.take() == [("+", ())]
-    assert numbers.take() == [("+", (5,))]
-    assert ix.count(5.0) == 2
+    assert numbers.take() == [("+", (5,)), ("+", (5.0,))]
+    assert ix.count(5.0) == 2 and ix.count(5) == 1 and ix.count(True) == 1 and ix.count(1) == 0
 
 
 def test_dict_pattern_needs_keys_present() -> None:
@@ -439,8 +440,10 @@ def test_complete_handler_reports_each_value_and_its_removal() -> None:
     ix.add_assertion(r("temp", "k", r("at", 1, 2)))
     ix.add_assertion(r("temp", "k", r("at", 2, 2)))  # the const differs: no match
     assert log.take() == [("+", ("k", 1)), ("+", ("k", 2))]
+    with pytest.raises(ValueError):  # <at true 1.0> is another value: not held
+        ix.remove_assertion(r("temp", "k", r("at", True, 1.0)))
     # a retraction through an equal value made of other objects reports the first copy's
-    ix.remove_assertion(r("temp", "k", r("at", True, 1.0)))
+    ix.remove_assertion(r("temp", "k", r("at", 1, 1)))
     assert log.take() == [("-", ("k", 1))]
     late = observe(ix, rec("temp", bind(), rec("at", lit(1), bind())))
     assert late.take() == [("+", ("k", 2))]

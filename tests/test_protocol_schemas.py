@@ -14,7 +14,16 @@ import pytest
 
 from feds.actor import Scheduler
 from feds.dataspace import OBSERVE, Dataspace
-from feds.node import ACCEPTED, FSYNC, UPLINK, Node, NodeService, _UplinkReply, connect_in_process
+from feds.node import (
+    ACCEPTED,
+    FSYNC,
+    LOCAL_SYNC,
+    UPLINK,
+    Node,
+    NodeService,
+    _UplinkReply,
+    connect_in_process,
+)
 from feds.pattern_forms import bind, rec_group
 from feds.protocols import protocol_names
 from feds.runtime import STATUS
@@ -93,4 +102,4 @@ def test_node_records_match_the_schema_file(monkeypatch: pytest.MonkeyPatch) -> 
     for value in seen:
         assert value.label in schema and len(value.fields) == schema[value.label], value
     assert {v.label for v in seen} == {UPLINK, ACCEPTED, FSYNC}
-    assert set(schema) == {UPLINK, ACCEPTED, FSYNC, STATUS}
+    assert set(schema) == {UPLINK, ACCEPTED, FSYNC, STATUS, LOCAL_SYNC}  # LOCAL_SYNC: local access

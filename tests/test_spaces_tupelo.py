@@ -308,3 +308,18 @@ async def test_a_node_subscribed_to_a_subspace_over_the_overlay_receives_only_it
                     assert sorted(map(repr, got)) == sorted(map(repr, expected)), tag
                     assert expected, tag
         nursery.cancel_scope.cancel()
+
+
+def test_a_nan_in_a_set_matches_nothing_as_a_pot_and_as_a_pattern() -> None:
+    nan = float("nan")
+    pot = Pot([{"set": [nan], "type": "number"}, None])
+    assert not pot.matches([nan, "other"])
+    assert patterns.match(pot.to_pattern(), to_feds_value([nan, "other"])) is None
+
+
+def test_a_set_of_values_python_takes_for_equal_becomes_a_wider_pattern() -> None:
+    pot = Pot([{"set": [1, True]}, None])
+    assert not pot.exact
+    for x in (1, True):
+        assert pot.matches([x, "other"])
+        assert patterns.match(pot.to_pattern(), to_feds_value([x, "other"])) is not None

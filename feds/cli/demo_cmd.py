@@ -5,12 +5,20 @@ in memory, each node listening on a free TCP port), attaches a *watcher* at one 
 *sensor* client at a leaf on the other side of the tree, and narrates what flows: the sensor's
 assertions appearing and disappearing at the watcher, its messages arriving, a federated query,
 and at the end the figures of every node (assertions held, bytes and events per link).
+
+With the ``spark`` extra installed (``make`` installs it), a Spark job then joins as a leaf
+under a third leaf node and publishes per-room averages of readings it generates, which the
+watcher sees arrive and go when the Spark leaf leaves; without it, the demo says how to install it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import trio
@@ -37,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology", default=str(DEFAULT_TOPOLOGY), help="topology file to run")
     p.add_argument("--protocol", choices=protocol_names(), help="override the file's protocol")
     p.add_argument("--pause", type=float, default=0.3, help="seconds between steps")
+    p.add_argument(
+        "--no-spark", action="store_true", help="skip the Spark leaf (it takes 10-20 s to start)"
+    )
     add_verbosity(p)
     p.set_defaults(func=lambda a: run_guarded(run, a))
 
@@ -48,11 +59,11 @@ def say(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     setup_logging(args)
     topo = topology.load(args.topology)
-    trio.run(_demo, topo, args.protocol or topo.protocol, args.pause)
+    trio.run(_demo, topo, args.protocol or topo.protocol, args.pause, not args.no_spark)
     return EXIT_OK
 
 
-async def _demo(topo: topology.Topology, protocol: str, pause: float) -> None:
+async def _demo(topo: topology.Topology, protocol: str, pause: float, spark: bool) -> None:
     leaves = topo.leaves()
     watcher_at, sensor_at = leaves[0], leaves[-1]
     async with trio.open_nursery() as nursery:
@@ -86,6 +97,9 @@ async def _demo(topo: topology.Topology, protocol: str, pause: float) -> None:
             say("-- sensor disconnected: what it still asserted goes away everywhere")
             await watcher.sync()
             await trio.sleep(pause)
+            spark_at = next(n for n in reversed(leaves) if n not in (watcher_at, sensor_at))
+            if spark:
+                await _spark_leaf(overlay.address(spark_at), spark_at, protocol, pause)
         await trio.sleep(pause)
         say("== per-node figures (feds status):")
         for name in topo.order():
@@ -125,3 +139,51 @@ async def _sensor(address: str, watcher: client.Session, pause: float) -> None:
         sensor.retract(keys.pop("hall"))
         await sensor.sync()
         await trio.sleep(pause)
+
+
+SPARK_INSTALL = ".venv/bin/pip install -e '.[spark]' (about 1 minute; needs Java 17 or 21)"
+
+
+async def _spark_leaf(address: str, parent: str, protocol: str, pause: float) -> None:
+    """A Spark job joins as a leaf under ``parent`` and publishes averages (if pyspark is here)."""
+    if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("pyarrow") is None:
+        say(f"== a Spark job could join as a leaf here; install the spark extra: {SPARK_INSTALL}")
+        return
+    say(f"== a Spark job joins as a leaf under {parent} (starting Spark takes 10-20 s)")
+    try:
+        await trio.to_thread.run_sync(partial(_spark_job, address, protocol, pause))
+    except Exception as exc:  # no Java, say: the rest of the demo stands
+        say(f"   the Spark leaf could not run: {exc}")
+
+
+def _spark_job(address: str, protocol: str, pause: float) -> None:
+    from feds.spark.session import local_session
+
+    spark = local_session("feds demo")
+    try:
+        spark_leaf_publishes(spark, address, protocol, pause)
+    finally:
+        spark.stop()
+
+
+def spark_leaf_publishes(spark: Any, address: str, protocol: str, pause: float) -> None:
+    """With ``spark``, join under the node at ``address``, publish averages, leave."""
+    from pyspark.sql import functions as F
+
+    import feds.spark
+
+    with feds.spark.join(spark, parent=address, protocol=protocol, name="spark") as leaf:
+        say("-- Spark leaf joined; it averages 10000 generated readings per room")
+        readings = spark.range(10_000).select(
+            F.element_at(
+                F.array(F.lit("attic"), F.lit("garage")), (F.col("id") % 2 + 1).cast("int")
+            ).alias("room"),
+            (10 + (F.col("id") % 100) / 10).alias("celsius"),
+        )
+        averages = readings.groupBy("room").agg(F.round(F.avg("celsius"), 2).alias("celsius"))
+        averages.write.format("feds").option("publication", "temp").mode("overwrite").save()
+        say("-- Spark committed its results in one turn; the watcher sees them arrive")
+        time.sleep(3 * pause)
+        say("-- the Spark leaf leaves: its results go away everywhere")
+        leaf.close()
+        time.sleep(3 * pause)

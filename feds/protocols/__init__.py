@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from feds.actor import Entity, Facet, Handle, Ref, Turn
 from feds.dataspace import observe
 from feds.reactive import PatternLike, Relayed, RelayEntity, pattern_value
-from feds.values import Record, Symbol, Value
+from feds.values import Record, Symbol, Value, exact_key
 
 if TYPE_CHECKING:
     from feds.node import Node
@@ -81,24 +81,26 @@ class Deliveries(Sink):
     def __init__(self, facet: Facet) -> None:
         self.facet = facet
         self.held: dict[tuple[Ref, Value], list] = {}
-        """``(t, x)`` → ``[askers, handle]``."""
+        """``(t, exact_key(x))`` → ``[askers, handle]`` (``[1]`` and ``[#t]`` are two)."""
 
     def add(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
-        entry = self.held.get(out)
+        key = (out[0], exact_key(out[1]))
+        entry = self.held.get(key)
         if entry is not None:
             entry[0] += 1
         else:
             saved = turn.facet
             turn.facet = self.facet
-            self.held[out] = [1, turn.publish(observer_of(out[0]), out[1])]
+            self.held[key] = [1, turn.publish(observer_of(out[0]), out[1])]
             turn.facet = saved
 
     def remove(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
-        entry = self.held[out]
+        key = (out[0], exact_key(out[1]))
+        entry = self.held[key]
         if entry[0] > 1:
             entry[0] -= 1
         else:
-            del self.held[out]
+            del self.held[key]
             turn.retract(entry[1])
 
     def send(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]

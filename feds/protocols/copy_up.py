@@ -34,7 +34,7 @@ from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import Deliveries, Protocol, Sink, deliver
 from feds.reactive import during, relay_object
-from feds.values import Record, Symbol, Value
+from feds.values import Record, Symbol, Value, exact_key
 
 if TYPE_CHECKING:
     from feds.node import Node
@@ -120,16 +120,18 @@ class _Offers(Sink):
     def __init__(self, fragment: Ref) -> None:
         self.fragment = fragment
         self.held: dict[Value, list] = {}
-        """``v`` → ``[offers, handle at the parent or None]``."""
+        """``exact_key(v)`` → ``[offers, handle at the parent or None, v]`` (type-exact: ``1``
+        and ``#t`` are two offers)."""
         self.parent: Ref | None = None
         self.link: Facet | None = None
 
     def add(self, turn: Turn, out: Value) -> None:
-        entry = self.held.get(out)
+        key = exact_key(out)
+        entry = self.held.get(key)
         if entry is not None:
             entry[0] += 1
         else:
-            self.held[out] = [1, self._up(turn, out)]
+            self.held[key] = [1, self._up(turn, out), out]
 
     def _up(self, turn: Turn, v: Value) -> Handle | None:
         if self.parent is None:
@@ -141,11 +143,12 @@ class _Offers(Sink):
         return handle
 
     def remove(self, turn: Turn, out: Value) -> None:
-        entry = self.held[out]
+        key = exact_key(out)
+        entry = self.held[key]
         if entry[0] > 1:
             entry[0] -= 1
         else:
-            del self.held[out]
+            del self.held[key]
             if entry[1] is not None:
                 turn.retract(entry[1])
 
@@ -157,8 +160,8 @@ class _Offers(Sink):
         """The uplink to ``parent`` is up (in its facet): offer everything held."""
         self.parent = parent
         self.link = turn.facet
-        for v, entry in self.held.items():
-            entry[1] = self._up(turn, v)
+        for entry in self.held.values():
+            entry[1] = self._up(turn, entry[2])
         turn.on_stop(self._link_down)
 
     def _link_down(self, turn: Turn) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import trio
 
 from feds.spaces import wire
+from feds.spaces.hosting import MemberStore
 from feds.spaces.space import Space
 from feds.spaces.store import TupleStore, Waiter
 from feds.spaces.uri import Mode, UriError, parse_uri
@@ -231,6 +232,9 @@ class _Connection:
             self._send(wire.put_response(True, session))
             return
         store = space.store
+        if isinstance(store, MemberStore):
+            self._federated(store, req)
+            return
         if req.all:
             found = store.find_all(req.fields, req.removes)
             self._send(wire.get_response(found, session), _restorer(store, found, req.removes))
@@ -251,8 +255,25 @@ class _Connection:
         entry.append((store, store.wait(req.fields, req.removes, deliver)))
         self.pending.append(entry[0])
 
+    def _federated(self, store: MemberStore, req: wire.Request) -> None:
+        """A federated space answers every retrieval later, as a blocked get is answered."""
+        entry: list = []
 
-def _restorer(store: TupleStore, taken: list[tuple], removed: bool) -> Callable[[], None] | None:
+        def deliver(found: list[tuple]) -> None:
+            self.pending.remove(entry[0])
+            self._send(wire.get_response(found, req.session), _restorer(store, found, req.removes))
+
+        if req.blocking and not req.all:
+            call = store.wait(req.fields, req.removes, lambda fields: deliver([fields]))
+        else:
+            call = store.lookup(req.fields, req.removes, req.all, deliver)
+        entry.append((store, call))
+        self.pending.append(entry[0])
+
+
+def _restorer(
+    store: TupleStore | MemberStore, taken: list[tuple], removed: bool
+) -> Callable[[], None] | None:
     """Puts ``taken`` back if their answer cannot be written (only for gets that took some)."""
     if not removed or not taken:
         return None

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from feds import pattern_forms as pf
-from feds.values import FrozenDict, Value
+from feds.values import FrozenDict, Value, exact_key
 
 SPECIFIERS = ("value", "set", "type", "range", "regex")
 TYPES = ("boolean", "number", "integer", "string", "list", "map")
@@ -269,6 +269,9 @@ def _value_pattern(v: Any) -> tuple[Value, bool]:
 
 
 def _set_pattern(members: list) -> tuple[Value, bool]:
+    members = [m for m in members if m == m]  # NaN is no member of anything (not even by eql?)
+    if len({exact_key(m) for m in members}) != len(set(members)):
+        return pf.DISCARD, False  # 1 and true: a feds set cannot hold both (residual check)
     classes = {_ruby_class(m) for m in members}
     numeric = classes & {"bool", "int", "float"}
     if classes - {"bool", "int", "float", "str", "nil"}:

@@ -1,0 +1,112 @@
+"""The Spark leaf without Spark: its node, the staging protocol and commits (no pyspark needed).
+
+Tasks' side of the protocol is :class:`feds.spark.wire.LeafConnection`, used here directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from feds.blocking import BlockingClient
+from feds.runtime import Overlay, run_overlay
+from feds.spark.leaf import Leaf
+from feds.spark.wire import ABORT, COMMIT, LeafConnection, LeafError
+from feds.topology import load
+from feds.values import Record, record
+from tests.threaded import served_in_thread
+
+CHAIN = load(Path(__file__).resolve().parent.parent / "topology" / "chain3.toml")
+
+
+@pytest.fixture
+def overlay() -> Iterator[Overlay]:
+    start = partial(run_overlay, CHAIN, any_port=True, tcp_links=True)
+    with served_in_thread(lambda nursery: nursery.start(start)) as running:
+        yield running
+
+
+def test_a_leaf_without_its_parent_says_which_parent_it_waited_for() -> None:
+    waited = pytest.raises(TimeoutError, match=r"lonely could not reach its parent 127\.0\.0\.1:1")
+    with Leaf("127.0.0.1:1", "aggregate-subs", name="lonely") as leaf, waited:
+        leaf.wait_connected(0.3)
+    with pytest.raises(RuntimeError, match="is closed"):
+        leaf.published("x")
+
+
+def test_staged_rows_appear_on_commit_and_an_abort_drops_them(overlay: Overlay) -> None:
+    with (
+        Leaf(overlay.address("tail"), CHAIN.protocol) as leaf,
+        BlockingClient(overlay.address("root")) as root,
+        LeafConnection(leaf.stage_address) as task,
+    ):
+        leaf.wait_connected()
+        rows = [(record("t", i), None, None) for i in range(3000)]
+        assert task.stage(("job", None, 0, 0), rows) == 3000
+        assert task.stage(("job", None, 1, 0), rows[:10]) == 10
+        assert leaf.staged_rows() == 3010
+        assert root.query("<t $i>", timeout=120) == []
+        assert task.ask(Record(COMMIT, ("t", "assert", "job", None, ((0, 0),), False))) == (
+            3000,
+            0,
+            0,
+            False,
+        )
+        assert sorted(root.query("<t $i>", timeout=120)) == [(i,) for i in range(3000)]
+        assert leaf.staged_rows() == 0
+        task.stage(("other", None, 0, 0), rows)
+        assert task.ask(Record(ABORT, ("other", None))) == (3000,)
+        assert leaf.staged_rows() == 0 and len(root.query("<t $i>", timeout=120)) == 3000
+
+
+def test_a_bad_commit_is_refused_with_its_reason(overlay: Overlay) -> None:
+    with (
+        Leaf(overlay.address("tail"), CHAIN.protocol) as leaf,
+        LeafConnection(leaf.stage_address) as task,
+    ):
+        with pytest.raises(LeafError, match="unknown mode 'sometimes'"):
+            task.ask(Record(COMMIT, ("t", "sometimes", "job", None, (), False)))
+        task.ask(Record(COMMIT, ("t", "assert", "job", None, (), False)))
+        with pytest.raises(LeafError, match="is in assert mode, not message"):
+            task.ask(Record(COMMIT, ("t", "message", "job2", None, (), False)))
+        with pytest.raises(LeafError, match="unknown request"):
+            task.ask(record("bogus", 1))
+        with pytest.raises(LeafError, match="bad request"):
+            task.ask(42)
+        assert task.ask(Record(ABORT, ("job", None))) == (0,), "the leaf still answers"
+
+
+def test_a_leaf_that_cannot_be_reached_is_a_clear_error() -> None:
+    with pytest.raises(LeafError, match=r"cannot reach the feds leaf at 127\.0\.0\.1:1"):
+        LeafConnection("127.0.0.1:1")
+
+
+class Registry:
+    """Stands in for ``spark.dataSource``: keeps what ``join`` registers."""
+
+    def __init__(self) -> None:
+        self.registered: list[type] = []
+
+    def register(self, source: type) -> None:
+        self.registered.append(source)
+
+
+def test_join_finds_its_parent_in_a_topology_file(overlay: Overlay, tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    import feds.spark
+
+    lines = [f'protocol = "{CHAIN.protocol}"']
+    for name, parent in (("root", None), ("mid", "root"), ("tail", "mid")):
+        lines += [f"[nodes.{name}]", f'listen = "{overlay.address(name)}"']
+        lines += [f'parent = "{parent}"'] if parent else []
+    topology = tmp_path / "running.toml"
+    topology.write_text("\n".join(lines) + "\n")
+    spark = type("Spark", (), {"dataSource": Registry()})()
+    with feds.spark.join(spark, topology=str(topology), parent="mid", name="j") as leaf:
+        assert leaf.connected and leaf.parent == ("127.0.0.1", int(overlay.ports["mid"]))
+        (source,) = spark.dataSource.registered
+        assert source.name() == "feds"
+        assert source.defaults == {"stage": leaf.stage_address, "client": leaf.client_address}
