@@ -30,12 +30,16 @@ class NetLimits:
     """A connection on which nothing arrived for this long (while it was being read) is closed:
     the far side is hung (e.g. SIGSTOPped) or the path to it is gone."""
     stall_timeout: float = 5.0
-    """A link that stays congested this long (its far side takes nothing, so the node reads
-    none of its other links meanwhile) is closed as a slow consumer."""
+    """A node link that stays congested this long (its far side takes nothing, so the node
+    reads none of its other links meanwhile) is closed as a slow consumer."""
     max_connections: int = 1024
     """Connections a node serves at once; one more is refused with a reason."""
     max_backlog: int = 64 * 1024 * 1024
     """Bytes waiting for one far side at which the link is closed as a slow consumer."""
+    client_max_backlog: int = 8 * 1024 * 1024
+    """Bytes waiting for one client (an application's connection, not a node link) at which it
+    is closed as a slow consumer. A congested client never pauses its node's other links, so
+    this is all that bounds what the node holds for it."""
     max_client_handles: int = 100_000
     """Live assertions of a client (an application) per connection."""
     max_admin_handles: int = 1_000

@@ -84,8 +84,9 @@ class NodeRuntime:
 
     Making relays (:meth:`accept_relay`, :meth:`uplink_relay`) needs no trio: a test or the
     simulator can move their bytes itself. The node's TCP links share one
-    :class:`~feds.transport.Backpressure`: while one is congested, the node reads none of the
-    others. ``limits`` bound its connections (:class:`~feds.limits.NetLimits`); the far sides'
+    :class:`~feds.transport.Backpressure`: while a node link is congested, the node reads
+    none of the others (a congested client pauses nothing; it is cut at its own bound).
+    ``limits`` bound its connections (:class:`~feds.limits.NetLimits`); the far sides'
     assertions held here, over all connections, share one budget.
     """
 
@@ -113,7 +114,9 @@ class NodeRuntime:
         self.status_ref = Ref(self.node.facet, StatusService(self))
         self.relays: set[Relay] = set()
         self.listening: list[str] = []
-        self.backpressure = Backpressure(max_backlog=limits.max_backlog)
+        self.backpressure = Backpressure(
+            max_backlog=limits.max_backlog, client_max_backlog=limits.client_max_backlog
+        )
         self.failure: str | None = None
         """Why the node stopped working, once it has (see :meth:`watch`)."""
         self._failed = trio.Event()

@@ -14,14 +14,17 @@ stream is closed. Closing the relay retracts everything the far side asserted he
 
 **Backpressure.** Each connection's *backlog* is what its relay produced that the stream has
 not accepted yet (:func:`backlog`). A node's TCP links share a :class:`Backpressure`: while one
-of them is congested (backlog above a high-water mark, until it falls to a low-water mark), the
-node reads none of its other links; a link is never paused for its own backlog, which is why a
-tree of nodes cannot deadlock (the argument is in :class:`Backpressure`). The scheduler's queue
-is bounded too: a reader reads again only once the turns of its last read have run. A far side
-that keeps sending on a link but does not read what that causes is closed as a slow consumer.
-An application bounds its own side with :func:`wait_backlog` (``Session.drain``): a client's
-link is not paused, so without it a client that produces faster than the node reads would only
-grow its own output buffer.
+of its *node links* (to its parent or a child node) is congested (backlog above a high-water
+mark, until it falls to a low-water mark), the node reads none of its other links; a link is
+never paused for its own backlog, which is why a tree of nodes cannot deadlock (the argument is
+in :class:`Backpressure`). A *client* link (an application's connection) never pauses anything:
+one client that stops reading must not stall the node's other clients, so its backlog just
+grows, up to its own bound, where it is closed as a slow consumer with the reason in an
+``<error ...>`` packet. The scheduler's queue is bounded too: a reader reads again only once the
+turns of its last read have run. A far side that keeps sending on a link but does not read what
+that causes is closed as a slow consumer. An application bounds its own side with
+:func:`wait_backlog` (``Session.drain``): a client's link is not paused, so without it a client
+that produces faster than the node reads would only grow its own output buffer.
 
 In-process links (:func:`memory_pair`) hand bytes straight to the other relay, so they have no
 backlog and take no part in this: a node behind one is not paused by its neighbour's congestion
@@ -46,7 +49,7 @@ import trio
 
 from feds.driver import Driver
 from feds.limits import DEFAULT_NET_LIMITS, NetLimits
-from feds.relay import Relay
+from feds.relay import PEER, Relay
 
 __all__ = [
     "Backpressure",
@@ -70,7 +73,9 @@ HIGH_WATER: Final = 512 * 1024
 LOW_WATER: Final = 128 * 1024
 """Bytes of backlog at or below which a congested link is no longer congested."""
 MAX_BACKLOG: Final = 64 * 1024 * 1024
-"""Bytes of backlog at which a node closes the link as a slow consumer."""
+"""Bytes of backlog at which a node closes a node link as a slow consumer."""
+CLIENT_MAX_BACKLOG: Final = 8 * 1024 * 1024
+"""Bytes of backlog at which a node closes a client link as a slow consumer."""
 
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
@@ -90,10 +95,10 @@ class _Signal:
 
 
 class Backpressure:
-    """Flow control among the links of one node: while one of them is *congested* (its backlog,
-    the bytes taken from its relay that the far side has not yet accepted, went above
-    ``high_water`` and has not yet fallen to ``low_water``), the node reads none of its other
-    links. Bytes stop arriving where they would have to leave through the congested link, and
+    """Flow control among the links of one node: while one of its node links is *congested*
+    (its backlog, the bytes taken from its relay that the far side has not yet accepted, went
+    above ``high_water`` and has not yet fallen to ``low_water``), the node reads none of its
+    other links. Bytes stop arriving where they would have to leave through the congested link, and
     the far sides' own flow control (TCP's window, then theirs) slows them down.
 
     A link is never paused for its own congestion. That is what keeps a tree of nodes free of
@@ -103,10 +108,16 @@ class Backpressure:
     (or client) with no other link to wait for, which reads, and every link on the chain
     drains in turn. Clients have one link and never pause.
 
-    What a link's backlog can still gain while its node is paused is bounded by the reads under
-    way (one read's worth of turns each), except for the output a link causes on itself: a far
-    side that keeps sending but does not read. Such a link is closed as a slow consumer when its
-    backlog reaches ``max_backlog``.
+    Client links (the far side said it is a client or admin tool) never congest: a node does not
+    stop serving its other clients for one that stops reading. A client link's backlog is
+    bounded by ``client_max_backlog`` instead, where it is closed as a slow consumer (its
+    unsent output dropped, the reason sent after what is already on its way). This only removes
+    waits, so the argument above still holds: every wait is still for a node link.
+
+    What a node link's backlog can still gain while its node is paused is bounded by the reads
+    under way (one read's worth of turns each), except for the output a link causes on itself:
+    a far side that keeps sending but does not read. Such a link is closed as a slow consumer
+    when its backlog reaches ``max_backlog``.
     """
 
     def __init__(
@@ -114,22 +125,31 @@ class Backpressure:
         high_water: int = HIGH_WATER,
         low_water: int = LOW_WATER,
         max_backlog: int = MAX_BACKLOG,
+        client_max_backlog: int = CLIENT_MAX_BACKLOG,
     ) -> None:
-        if not 0 <= low_water < high_water < max_backlog:
-            raise ValueError("expected 0 <= low_water < high_water < max_backlog")
+        if not 0 <= low_water < high_water < max_backlog or client_max_backlog <= 0:
+            raise ValueError(
+                "expected 0 <= low_water < high_water < max_backlog and 0 < client_max_backlog"
+            )
         self.high_water = high_water
         self.low_water = low_water
         self.max_backlog = max_backlog
+        self.client_max_backlog = client_max_backlog
         self._congested: dict[_Link, float] = {}  # link -> when it became congested
         self._drained = trio.Event()
 
     def update(self, link: _Link) -> None:
         """Note a change of ``link``'s backlog."""
         size = link.backlog
-        if size >= self.max_backlog and not link.relay.closed:
+        client = link.client
+        limit = self.client_max_backlog if client else self.max_backlog
+        if size >= limit and not link.relay.closed:
             link.unsent.clear()
             self.discard(link)
-            link.relay.close(f"slow consumer: {size} bytes not taken")
+            bound = "client-max-backlog" if client else "max-backlog"
+            link.relay.close(f"slow consumer: {size} bytes not taken ({bound} {limit})")
+        elif client:
+            self.discard(link)  # in case it congested before its hello said it is a client
         elif link in self._congested:
             if size <= self.low_water:
                 self.discard(link)
@@ -254,6 +274,12 @@ class _Link:
         _links[relay] = self
         if relay.closed:
             self.closed.set()
+
+    @property
+    def client(self) -> bool:
+        """Whether the far side dialed us as an application (client or admin tool), not a node."""
+        hello = self.relay.remote_hello
+        return self.relay.listener and hello is not None and hello.role != PEER
 
     @property
     def backlog(self) -> int:

@@ -91,13 +91,43 @@ async def node_with_slow_subscriber(nursery: trio.Nursery) -> tuple[NodeRuntime,
     return runtime, port, await slow_subscriber(nursery, port, "slow", "<bench $p>")
 
 
-async def test_a_slow_reader_pauses_the_node_instead_of_filling_its_memory(
+async def slowly_linked_nodes(
+    nursery: trio.Nursery, names: tuple[str, str]
+) -> tuple[list[NodeRuntime], list[int]]:
+    """Two nodes with small water marks (and their ports), the second a child of the first over
+    a link with small kernel buffers that it reads slowly, so the link's backlog shows."""
+    runtimes, ports = [], []
+    for name in names:
+        driver = Driver()
+        nursery.start_soon(driver.run)
+        runtime = NodeRuntime(driver.scheduler, name, "observer-flood")
+        runtime.backpressure = Backpressure(high_water=HIGH, low_water=LOW)
+        ports.append(await nursery.start(runtime.serve, "127.0.0.1", 0))
+        runtimes.append(runtime)
+    child = runtimes[1]
+    nursery.start_soon(
+        partial(pump, backpressure=child.backpressure),
+        await slow_tcp(ports[0], 4096),
+        child.uplink_relay(),
+    )
+    with trio.fail_after(10):
+        while child.node.parent_service is None:
+            await trio.sleep(0.01)
+    return runtimes, ports
+
+
+async def test_a_slow_child_node_pauses_the_node_instead_of_filling_its_memory(
     nursery: trio.Nursery,
 ) -> None:
-    runtime, port, seen = await node_with_slow_subscriber(nursery)
-    (to_sub,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "slow"]
+    """A node link is lossless: a child that reads slowly makes its parent stop reading the
+    publisher instead of growing the backlog (a slow *client* is cut instead, see
+    ``tests/test_slow_client.py``)."""
+    (parent, _), ports = await slowly_linked_nodes(nursery, ("parent", "child"))
+    seen = await slow_subscriber(nursery, ports[1], "slow", "<bench $p>")
+    (to_child,) = [r for r in parent.relays if r.remote_hello and r.remote_hello.name == "child"]
 
-    async with client.connect(f"127.0.0.1:{port}", name="fast") as pub:
+    async with client.connect(f"127.0.0.1:{ports[0]}", name="fast") as pub:
+        await pub.sync()
         payloads = [i.to_bytes(4, "big") * (PAYLOAD // 4) for i in range(MESSAGES)]
         for p in payloads:
             pub.send(Record(BENCH, (p,)))
@@ -107,10 +137,10 @@ async def test_a_slow_reader_pauses_the_node_instead_of_filling_its_memory(
                 await trio.sleep(0.01)
 
     assert seen.events == [("!", (p,)) for p in payloads]  # every message, in order
-    peak = backlog(to_sub)[1]
-    assert peak > HIGH  # the reader was slow enough to congest the link...
-    assert peak <= HIGH + 2 * RECEIVE_SIZE  # ...and the node stopped reading the publisher
-    assert not to_sub.closed
+    peak = backlog(to_child)[1]
+    assert peak > HIGH  # the child was slow enough to congest the link...
+    assert peak <= HIGH + 2 * RECEIVE_SIZE  # ...and the parent stopped reading the publisher
+    assert not to_child.closed
 
 
 class DeafStream(SlowStream):
@@ -164,24 +194,9 @@ async def test_a_far_side_that_sends_but_never_reads_is_closed_as_a_slow_consume
 async def test_two_nodes_congested_towards_each_other_do_not_deadlock(
     nursery: trio.Nursery,
 ) -> None:
-    runtimes, ports = [], []
-    for name in ("a", "b"):
-        driver = Driver()
-        nursery.start_soon(driver.run)
-        runtime = NodeRuntime(driver.scheduler, name, "observer-flood")
-        runtime.backpressure = Backpressure(high_water=HIGH, low_water=LOW)
-        ports.append(await nursery.start(runtime.serve, "127.0.0.1", 0))
-        runtimes.append(runtime)
-    a, b = runtimes
-    # The link between them has small kernel buffers, so its backlog shows in the nodes.
-    nursery.start_soon(
-        partial(pump, backpressure=b.backpressure), await slow_tcp(ports[0], 4096), b.uplink_relay()
-    )
-    with trio.fail_after(10):
-        while b.node.parent_service is None:
-            await trio.sleep(0.01)
-    # Slow readers at both nodes make both stop reading the link between them, while
-    # publishers at both ends flood it both ways.
+    (a, b), ports = await slowly_linked_nodes(nursery, ("a", "b"))
+    # Publishers at both ends flood the slow link between them both ways (the slow readers
+    # at both nodes are clients: they no longer pause their node, only the link does).
     subscribers = [await slow_subscriber(nursery, port, "slow", "<bench $i $p>") for port in ports]
     count = MESSAGES // 2
     async with (
@@ -208,7 +223,8 @@ async def test_two_nodes_congested_towards_each_other_do_not_deadlock(
         if r.remote_hello
     }
     assert peaks[("a", "b")] > HIGH and peaks[("b", "a")] > HIGH  # congested both ways
-    assert max(peaks.values()) <= HIGH + 2 * RECEIVE_SIZE
+    # The node links stay bounded (client links do not pause their node, so only theirs grow).
+    assert max(peaks[("a", "b")], peaks[("b", "a")]) <= HIGH + 2 * RECEIVE_SIZE
 
 
 @pytest.fixture
