@@ -174,9 +174,11 @@ class _Connection:
                 line, restore = self.outbox.popleft()
                 try:
                     await self.stream.send_all(line)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except BaseException as exc:  # not (wholly) written: the client never got it
                     if restore is not None:
                         restore()
+                    if not isinstance(exc, trio.BrokenResourceError | trio.ClosedResourceError):
+                        raise
                     scope.cancel()
                     return
                 self._to_reader.unpark_all()

@@ -18,6 +18,8 @@ does. A failure answer (an unknown space, a refused request) or a lost connectio
 
 from __future__ import annotations
 
+import socket
+import struct
 from typing import Any
 
 import trio
@@ -167,7 +169,8 @@ class RemoteSpace:
                     await self.put(*late.tuples[0])  # taken for us as we left: give it back
             raise
         finally:
-            await stream.aclose()
+            with trio.CancelScope(shield=True):  # a Cancelled here would drop a taken tuple
+                await stream.aclose()
         tuples = self._check(answer)
         if len(tuples) != 1:
             raise SpaceError(f"{self.uri}: a blocking {op} answered {len(tuples)} tuples")
@@ -187,6 +190,9 @@ async def _withdraw(stream: trio.SocketStream, lines: wire.LineBuffer) -> wire.R
             return await _read_answer(stream, lines)
         except (SpaceError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             return None
+    # Silent too long: close abortively (RST), so that an answer the server writes later fails
+    # on its side and the server puts its tuple back, instead of the write succeeding unread.
+    stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     return None
 
 
