@@ -355,7 +355,7 @@ def _validate(topo: Topology) -> None:
     object.__setattr__(topo, "nodes", dict(topo.nodes))
     object.__setattr__(topo, "_cost", cost)
     if topo.spaces is not None:
-        topo.spaces.check(topo.nodes)
+        topo.spaces.check(topo)
     children: dict[str, list[str]] = {n: [] for n in topo.nodes}
     for name, spec in topo.nodes.items():
         if spec.parent is not None:

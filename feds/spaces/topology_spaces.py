@@ -26,9 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from feds.runtime import is_loopback
 from feds.spaces.store import Kind
 from feds.spaces.uri import SpaceUri, UriError, parse_uri
-from feds.topology import NodeSpec, TopologyError
+from feds.topology import Topology, TopologyError
 
 FEDERATED = "federated"
 KINDS: tuple[str, ...] = (FEDERATED, *(k.value for k in Kind))
@@ -78,15 +79,24 @@ class TopologySpaces:
         """The gate URIs ``node`` serves (none for most nodes)."""
         return self.gates.get(node, ())
 
-    def check(self, nodes: Mapping[str, NodeSpec]) -> None:
-        """Check the gates against the topology's nodes: each gate's node exists, and no two
-        gates, nor a gate and a node, listen on the same host and port."""
+    def check(self, topology: Topology) -> None:
+        """Check the gates against the rest of ``topology``: each gate's node exists; no two
+        gates, nor a gate and a node, listen on the same host and port; a gate beyond loopback
+        needs ``allow-unauthenticated`` (the pSpaces protocol has no authentication)."""
+        nodes = topology.nodes
         taken = {(s.host.lower(), s.port): f"node {n!r}" for n, s in nodes.items() if s.port}
         for node, uris in self.gates.items():
             if node not in nodes:
                 raise TopologyError(f"gates are given for {node!r}, which is not a node")
             for uri in uris:
                 gate = _parse_gate(uri, node)
+                if not topology.allow_unauthenticated and not is_loopback(gate.host):
+                    raise TopologyError(
+                        f"node {node!r}: gates: {uri} listens beyond loopback, and a pSpaces "
+                        "gate has no authentication: anyone who reaches it could read, take and "
+                        "put tuples. Set [security] allow-unauthenticated = true if the network "
+                        "itself is trusted"
+                    )
                 if gate.port == 0:
                     continue
                 where = (gate.host.lower(), gate.port)
