@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from feds import topology as topo
 from feds.spaces import Formal, RemoteSpace
-from feds.spaces.topology_spaces import TopologySpaces
+from feds.spaces.topology_spaces import KINDS, TopologySpaces
 from feds.topology import TopologyError
 from tests.test_cli import FEDS, feds, wait_for_line
 
@@ -40,6 +42,7 @@ def test_a_topology_declares_spaces_and_the_gates_of_its_nodes() -> None:
     assert t.spaces.of("leaf") == ("tcp://127.0.0.1:31416/?conn",)
     assert topo.loads(topo.dumps(t)) == t
     assert topo.loads(nodes()).spaces is None  # a file without spaces has none
+    assert topo.loads("[spaces]\n" + nodes("gates = []")).spaces is None  # nor one with no entry
 
 
 def test_every_kind_is_accepted_and_round_trips() -> None:
@@ -54,6 +57,30 @@ def test_every_kind_is_accepted_and_round_trips() -> None:
     t = topo.loads(text)
     assert len(t.spaces.spaces) == 6
     assert topo.loads(topo.dumps(t)) == t
+
+
+@st.composite
+def topologies_with_spaces(draw: st.DrawFn) -> topo.Topology:
+    """A parent-style topology, and spaces served at some of its nodes' gates."""
+    t = topo.generate(f"random-tree:n={draw(st.integers(1, 6))}", draw(st.integers(0, 99)))
+    names = st.from_regex(r"[A-Za-z0-9_.-]{1,8}", fullmatch=True)
+    spaces = draw(st.dictionaries(names, st.sampled_from(KINDS), min_size=1, max_size=4))
+    ports = iter(range(31415, 31500))
+    modes = st.sampled_from(["?keep", "?conn", "?KEEP", "?mode=conn", ""])
+    gates = {
+        n: tuple(
+            f"tcp://127.0.0.1:{next(ports)}/{draw(modes)}" for _ in range(draw(st.integers(1, 2)))
+        )
+        for n in draw(st.lists(st.sampled_from(list(t.nodes)), min_size=1, unique=True))
+    }
+    return replace(t, spaces=TopologySpaces(spaces, gates))
+
+
+@given(topologies_with_spaces())
+def test_spaces_and_gates_round_trip_through_toml(t: topo.Topology) -> None:
+    back = topo.loads(topo.dumps(t))
+    assert back == t
+    assert list(back.spaces.spaces) == list(t.spaces.spaces)  # file order is kept
 
 
 BAD = {

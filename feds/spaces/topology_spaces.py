@@ -126,12 +126,11 @@ def _parse_gate(uri: object, node: str) -> SpaceUri:
 def parse(
     raw_spaces: object, raw_gates: Mapping[str, object], allow_ephemeral: bool
 ) -> TopologySpaces | None:
-    """Read the ``[spaces]`` table and the nodes' ``gates`` keys (None if the file has neither).
+    """Read the ``[spaces]`` table and the nodes' ``gates`` keys (None if they declare nothing:
+    no spaces, no gates).
 
     A gate on port 0 is refused unless ``allow_ephemeral`` (as a node's port is): clients could
     not find it from the file."""
-    if raw_spaces is None and not raw_gates:
-        return None
     if raw_spaces is None:
         raw_spaces = {}
     if not isinstance(raw_spaces, dict):
@@ -149,6 +148,9 @@ def parse(
                     f"node {node!r}: gates: {uri} has port 0 (chosen by the OS), which clients "
                     "could not find from the file; give a real port"
                 )
-        gates[node] = tuple(raw)
+        if raw:
+            gates[node] = tuple(raw)
+    if not raw_spaces and not gates:
+        return None
     spaces: dict[str, Any] = dict(raw_spaces)
     return TopologySpaces(spaces, gates)
