@@ -28,8 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "up",
         help="run every node of a topology in this process",
         description="Run every node of TOPOLOGY in this one process (links in memory), each "
-        "listening on TCP at its address so clients and tools can attach, and each node's "
-        "gates to the topology's [spaces] (docs/tuplespaces.md). Ctrl-C stops.",
+        "listening on TCP at its address so clients and tools can attach; nodes with gates in "
+        "the topology serve its [spaces] behind them (docs/tuplespaces.md). Ctrl-C stops.",
         epilog="example: feds up topology/binary7.toml --protocol copy-up",
     )
     up.add_argument("topology", help="a topology file (see docs/topology.md)")
