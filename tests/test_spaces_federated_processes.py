@@ -129,8 +129,8 @@ async def test_a_getter_that_disconnects_mid_get_loses_nothing(tmp_path: Path) -
             await wait_visible(chain.uri("tail"), ("job", ANY), N)
             for _ in range(N):  # each getter sends a get and resets: its take is on the way
                 stream = await trio.open_tcp_stream(host, int(port))
-                await stream.send_all(wire.encode_line(request.message()))
                 stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
+                await stream.send_all(wire.encode_line(request.message()))
                 await stream.aclose()  # a reset: whatever the gate writes now is lost
             received: list[int] = []
             async with RemoteSpace(chain.uri("root")) as root:
