@@ -20,13 +20,16 @@ from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from networkx.utils import UnionFind
 
 from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 from feds.tls import TlsSettings
+
+if TYPE_CHECKING:
+    from feds.spaces.topology_spaces import TopologySpaces
 
 __all__ = [
     "DEFAULT_HOST",
@@ -71,6 +74,7 @@ _TOP_KEYS = (
     "limits",
     "security",
     "tls",
+    "spaces",
 )
 _TLS_KEYS = ("ca", "cert", "key", "mutual")
 _SECURITY_KEYS = ("secret-file", "allow-unauthenticated")
@@ -79,7 +83,7 @@ _NO_TLS = (
     "the cert and key paths for each node's own"
 )
 _DEFAULT_KEYS = ("host", "tls")
-_NODE_KEYS = ("listen", "host", "port", "parent", "advertise", "description", "tls")
+_NODE_KEYS = ("listen", "host", "port", "parent", "advertise", "description", "tls", "gates")
 _LINK_KEYS = ("a", "b", "cost")
 
 
@@ -158,6 +162,8 @@ class Topology:
     """Let nodes without a secret file listen on addresses other machines can reach."""
     tls: TlsSettings | None = None
     """Certificates for TLS on every connection (``feds.tls``), or None for plaintext."""
+    spaces: TopologySpaces | None = None
+    """Tuple spaces and the nodes' gates that serve them (``feds.spaces.topology_spaces``)."""
     _children: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
     _depth: dict[str, int] = field(init=False, repr=False, compare=False)
     _cost: dict[str, float] = field(init=False, repr=False, compare=False)
@@ -348,6 +354,8 @@ def _validate(topo: Topology) -> None:
         cost = {n: costs[_pair(n, p)] for n, p in parents.items() if p is not None}
     object.__setattr__(topo, "nodes", dict(topo.nodes))
     object.__setattr__(topo, "_cost", cost)
+    if topo.spaces is not None:
+        topo.spaces.check(topo)
     children: dict[str, list[str]] = {n: [] for n in topo.nodes}
     for name, spec in topo.nodes.items():
         if spec.parent is not None:
@@ -663,7 +671,15 @@ def _parse(text: str, allow_ephemeral: bool) -> Topology:
             raise TopologyError("[tls] mutual must be true or false")
         paths = [_expect_str(raw_tls[k], f"[tls] {k}") for k in ("ca", "cert", "key")]
         tls = TlsSettings(*paths, mutual=mutual)
-    return Topology(protocol, nodes, root, links, description, limits, secret_file, allow, tls)
+    spaces = None
+    gates = {n: raw["gates"] for n, raw in raw_nodes.items() if "gates" in raw}
+    if "spaces" in doc or gates:
+        from feds.spaces import topology_spaces  # imports this module: a cycle at the top
+
+        spaces = topology_spaces.parse(doc.get("spaces"), gates, allow_ephemeral)
+    return Topology(
+        protocol, nodes, root, links, description, limits, secret_file, allow, tls, spaces
+    )
 
 
 def _links_list(value: object) -> list[Any]:
@@ -814,6 +830,13 @@ def dumps(topology: Topology) -> str:
         tls = topology.tls
         lines += ["", "[tls]", *(f"{k} = {_toml_str(getattr(tls, k))}" for k in _TLS_KEYS[:3])]
         lines.append(f"mutual = {_toml_value(tls.mutual)}")
+    spaces = topology.spaces
+    if spaces is not None:
+        lines += [
+            "",
+            "[spaces]",
+            *(f"{_toml_key(n)} = {_toml_str(k)}" for n, k in spaces.spaces.items()),
+        ]
     for name, spec in topology.nodes.items():
         lines += ["", f"[nodes.{name}]", f"listen = {_toml_str(spec.listen)}"]
         if spec.parent is not None and topology.links is None:
@@ -822,6 +845,8 @@ def dumps(topology: Topology) -> str:
             lines.append(f"advertise = {_toml_str(format_address(*spec.advertise))}")
         if spec.description is not None:
             lines.append(f"description = {_toml_str(spec.description)}")
+        if spaces is not None and spaces.of(name):
+            lines.append(f"gates = {_toml_value(spaces.of(name))}")
     for link in topology.links or ():
         lines += ["", "[[links]]", f"a = {_toml_str(link.a)}", f"b = {_toml_str(link.b)}"]
         lines.append(f"cost = {_toml_value(float(link.cost))}")

@@ -73,28 +73,35 @@ def reference_repository() -> SpaceRepository:
     return repo
 
 
+async def replay_transcript(mode: str, port: int) -> None:
+    """Replay the captured client lines of ``mode`` (KEEP or CONN) against the gate at ``port``,
+    which must serve fresh spaces seq, queue, stack and pile of those kinds; every answer must
+    equal the captured one as a JSON value, per connection, in order."""
+    conns: dict[int, LineConn] = {}
+    answers = 0
+    for event in SECTIONS[mode]:
+        if event.direction == "C->S":
+            if event.message is None:
+                await conns[event.conn].stream.aclose()
+                continue
+            if event.conn not in conns:
+                conns[event.conn] = await LineConn.open(port)
+            await conns[event.conn].send(event.message)
+        elif event.message is None:
+            assert await conns[event.conn].line() is None, f"[{event.conn}] should be closed"
+        else:
+            assert await conns[event.conn].answer() == event.message, f"at {event}"
+            answers += 1
+    assert answers == sum(1 for e in SECTIONS[mode] if e.direction == "S->C" and e.message)
+    for conn in conns.values():
+        await conn.stream.aclose()
+
+
 @pytest.mark.parametrize("mode", ["KEEP", "CONN"])
 async def test_replaying_the_captured_client_gives_the_captured_answers(mode) -> None:
     async with reference_repository() as repo:
         gate = await repo.add_gate(f"tcp://127.0.0.1:0/?{mode.lower()}")
-        conns: dict[int, LineConn] = {}
-        answers = 0
-        for event in SECTIONS[mode]:
-            if event.direction == "C->S":
-                if event.message is None:
-                    await conns[event.conn].stream.aclose()
-                    continue
-                if event.conn not in conns:
-                    conns[event.conn] = await LineConn.open(gate.port)
-                await conns[event.conn].send(event.message)
-            elif event.message is None:
-                assert await conns[event.conn].line() is None, f"[{event.conn}] should be closed"
-            else:
-                assert await conns[event.conn].answer() == event.message, f"at {event}"
-                answers += 1
-        assert answers == sum(1 for e in SECTIONS[mode] if e.direction == "S->C" and e.message)
-        for conn in conns.values():
-            await conn.stream.aclose()
+        await replay_transcript(mode, gate.port)
 
 
 async def test_a_blocked_get_does_not_hold_up_a_put_on_the_same_connection() -> None:
@@ -358,6 +365,36 @@ async def test_a_gate_can_be_closed_and_its_port_is_freed() -> None:
                 await seq.put(1)
         with pytest.raises(UriError, match="not supported"):
             await repo.add_gate("tcp://127.0.0.1:0/?push")
+
+
+async def cannot_connect(uri: str) -> bool:
+    try:
+        async with RemoteSpace(uri) as space:
+            await space.put(1)
+    except SpaceError as exc:
+        return "cannot connect" in str(exc)
+    return False
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        lambda gate: gate.uri,  # the bound URI: the port the OS chose
+        lambda gate: f"127.0.0.1:{gate.port}/?mode=KEEP",  # another spelling of it
+        lambda gate: "tcp://127.0.0.1:0/?KEEP",  # another spelling of the URI as given
+    ],
+    ids=["bound", "bound-respelled", "given-respelled"],
+)
+async def test_a_port_0_gate_is_closed_by_its_bound_uri_or_any_spelling(spelling) -> None:
+    async with reference_repository() as repo:
+        gate = await repo.add_gate("tcp://127.0.0.1:0/?keep")
+        other = await repo.add_gate("tcp://127.0.0.1:0/?conn")
+        repo.close_gate(spelling(gate))
+        assert list(repo.gates.values()) == [other]
+        with trio.fail_after(5):
+            assert await cannot_connect(gate.space_uri("seq"))
+        repo.close_gate(spelling(gate))  # no effect: it is closed already
+        assert list(repo.gates.values()) == [other]
 
 
 async def test_a_server_that_hangs_up_gives_a_space_error_and_the_next_call_reconnects() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import trio
 
@@ -18,6 +19,8 @@ from feds.cli.common import (
 from feds.driver import Driver
 from feds.protocols import protocol_names
 from feds.runtime import NodeRuntime, Overlay, run_overlay
+from feds.spaces.node_gates import listing, serve_node_gates
+from feds.spaces.uri import parse_uri
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,12 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "up",
         help="run every node of a topology in this process",
         description="Run every node of TOPOLOGY in this one process (links in memory), each "
-        "listening on TCP at its address so clients and tools can attach. Ctrl-C stops.",
+        "listening on TCP at its address so clients and tools can attach; nodes with gates in "
+        "the topology serve its [spaces] behind them (docs/tuplespaces.md). Ctrl-C stops.",
         epilog="example: feds up topology/binary7.toml --protocol copy-up",
     )
     up.add_argument("topology", help="a topology file (see docs/topology.md)")
     up.add_argument("--protocol", choices=protocol_names(), help="override the file's protocol")
-    up.add_argument("--any-port", action="store_true", help="listen on free ports instead")
+    up.add_argument(
+        "--any-port", action="store_true", help="listen (nodes and gates) on free ports instead"
+    )
     add_verbosity(up)
     up.set_defaults(func=lambda a: run_guarded(_up, a))
 
@@ -38,7 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "node",
         help="run one node of a topology",
         description="Run the node NAME of TOPOLOGY: listen at its address and keep a link to "
-        "its parent (re-dialing with backoff if the parent is away). Ctrl-C stops.",
+        "its parent (re-dialing with backoff if the parent is away). If the node has gates "
+        "in the topology, serve the topology's [spaces] behind them (a federated space through "
+        "this node's fragment; docs/tuplespaces.md). Prints 'node NAME listening on HOST:PORT', "
+        "then 'gate URI spaces NAME(KIND) ...' per gate. Ctrl-C stops (and closes the gates).",
         epilog="example: feds node topology/chain3.toml --name middle",
     )
     node.add_argument("topology", help="a topology file (see docs/topology.md)")
@@ -62,6 +71,25 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+async def _start_gates(
+    nursery: trio.Nursery,
+    runtime: NodeRuntime,
+    driver: Driver,
+    topology: topo.Topology,
+    any_port: bool = False,
+) -> None:
+    """Start the gates the topology gives ``runtime``'s node (if any) and say where they are."""
+    declared = topology.spaces
+    uris = declared.of(runtime.name) if declared is not None else ()
+    if not uris:
+        return
+    if any_port:
+        uris = tuple(replace(parse_uri(uri), port=0).gate() for uri in uris)
+    gates = await nursery.start(serve_node_gates, runtime, driver, declared, uris)
+    for gate in gates:
+        _say(f"gate {gate.uri} spaces {listing(declared)}")
+
+
 def _up(args: argparse.Namespace) -> int:
     setup_logging(args)
     topology = _load(args.topology)
@@ -82,6 +110,8 @@ def _up(args: argparse.Namespace) -> int:
                 parent = topology.nodes[name].parent
                 where = f"child of {parent}" if parent else "root"
                 _say(f"node {name} listening on {overlay.address(name)} ({where})")
+                runtime = overlay.runtimes[name]
+                await _start_gates(nursery, runtime, overlay.driver, topology, args.any_port)
 
     return run_trio(main)
 
@@ -106,5 +136,6 @@ def _node(args: argparse.Namespace) -> int:
             if spec.parent is not None:
                 host, parent_port = topology.address(spec.parent)
                 nursery.start_soon(runtime.uplink_tcp, host, parent_port)
+            await _start_gates(nursery, runtime, driver, topology)
 
     return run_trio(main)

@@ -16,15 +16,10 @@ from feds.cli.common import (
     run_trio,
     setup_logging,
 )
-from feds.driver import Driver
-from feds.runtime import NodeRuntime
 from feds.spaces import Kind, RemoteSpace, Space, SpaceError, SpaceRepository, UriError
 from feds.spaces.fieldtext import format_tuple, parse_field
-from feds.spaces.hosting import FederatedSpace
 from feds.spaces.jtypes import SpaceTypeError
 from feds.spaces.uri import parse_uri
-from feds.topology import TopologyError
-from feds.topology import load as load_topology
 
 KINDS = ", ".join(k.value for k in Kind)
 
@@ -58,30 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_verbosity(serve)
     serve.set_defaults(func=lambda a: run_guarded(_serve, a))
-
-    node = commands.add_parser(
-        "node",
-        help="run an overlay node that hosts federated spaces behind gates",
-        description="Run node NAME of TOPOLOGY (as 'feds node' does) and make it a member of "
-        "every --federated space: a tuple put through any member's gate is found and taken "
-        "through any other's, each tuple exactly once (docs/tuplespaces.md). A tuple lives at "
-        "the node where it was put and is lost if that node stops. Once listening, prints "
-        "'node NAME listening on HOST:PORT' and one line per gate.",
-        epilog="example: feds spaces node overlay.toml a 'tcp://127.0.0.1:31415/?keep' "
-        "--federated jobs",
-    )
-    node.add_argument("topology", help="the topology file")
-    node.add_argument("name", help="this node's name in the topology")
-    node.add_argument("gates", nargs="+", metavar="GATE", help="a gate URI (several allowed)")
-    node.add_argument(
-        "--federated",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a federated space to host (repeat for several)",
-    )
-    add_verbosity(node)
-    node.set_defaults(func=lambda a: run_guarded(_node, a))
 
     for op, text in OPERATIONS.items():
         cmd = commands.add_parser(
@@ -155,39 +126,6 @@ def _check_gates(uris: list[str]) -> None:
                 raise UsageError(f"{uri}: a gate URI names no space (tcp://HOST:PORT/?keep)")
         except UriError as exc:
             raise UsageError(str(exc)) from None
-
-
-def _node(args: argparse.Namespace) -> int:
-    setup_logging(args)
-    if not args.federated:
-        raise UsageError("give at least one --federated NAME")
-    _check_gates(args.gates)
-    try:
-        topology = load_topology(args.topology)
-    except (TopologyError, OSError) as exc:
-        raise UsageError(str(exc)) from None
-    if args.name not in topology.nodes:
-        raise UsageError(f"no node {args.name!r} in {args.topology}")
-    spec = topology.nodes[args.name]
-
-    async def main() -> None:
-        driver = Driver()
-        runtime = NodeRuntime(driver.scheduler, spec.name, topology.protocol)
-        async with trio.open_nursery() as nursery, SpaceRepository() as repo:
-            nursery.start_soon(driver.run)
-            port = await nursery.start(runtime.serve, spec.host, spec.port)
-            print(f"node {spec.name} listening on {spec.host}:{port}", flush=True)
-            if spec.parent is not None:
-                host, parent_port = topology.address(spec.parent)
-                nursery.start_soon(runtime.uplink_tcp, host, parent_port)
-            for name in args.federated:
-                repo.add(name, FederatedSpace.on_node(runtime, driver, name))
-            for uri in args.gates:
-                gate = await repo.add_gate(uri)
-                print(f"gate {gate.uri} spaces {' '.join(args.federated)}", flush=True)
-            await trio.sleep_forever()
-
-    return run_trio(main)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -86,7 +86,16 @@ class SpaceRepository:
         return gate
 
     def close_gate(self, uri: str) -> None:
-        """Stop listening at ``uri`` and close its connections (no effect if it is not open)."""
+        """Stop listening at ``uri`` and close its connections (no effect if it is not open).
+
+        ``uri`` is the URI given to :meth:`add_gate` or the gate's bound ``Gate.uri`` (which
+        has the port the OS chose for port 0), in any spelling of the same host, port and mode.
+        """
+        if uri not in self.gates:
+            wanted = parse_uri(uri).gate()
+            uri = next(
+                (k for k, g in self.gates.items() if wanted in (g.uri, parse_uri(k).gate())), uri
+            )
         gate = self.gates.pop(uri, None)
         if gate is not None:
             gate.close()
