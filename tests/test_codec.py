@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import feds.codec as codec
 from feds.codec import (
     BIGINT,
     CACHED,
@@ -25,7 +26,6 @@ from feds.codec import (
     Encoder,
     FrameDecoder,
     Limits,
-    _may_hold_special,
     decode,
     encode,
     encode_frame,
@@ -347,13 +347,18 @@ def test_nan_beside_payload_bytes_is_still_canonical():
     assert v[1] is NAN
 
 
-def test_payload_bytes_alone_need_no_walk_over_the_value():
-    payloads = [bytes(range(256)), b"\x7f\xff" * 8, b"\xca\x00\x7f\xcb\xd6\x04"]
+def test_payload_bytes_alone_need_no_walk_over_the_value(monkeypatch):
+    walked: list[Value] = []
+    monkeypatch.setattr(codec, "_scan", lambda v, *args: walked.append(v))
+    payloads = [bytes(range(256)), b"\x7f\xff" * 8, b"\xca\x00\x7f\xcb\xd6\x04", b"\xff" * 17]
+    for marker in (b"\xca\x7f\xc0", b"\xcb\xff\xf8", b"\xd7\xff", b"\x0c\xff"):
+        payloads.append(marker + bytes(8))  # NaN's and timestamps' first bytes, in a payload
     for payload in payloads:
-        assert not _may_hold_special(encode(record("bench", 1, payload)))
-    for marker in (b"\xca\x7f", b"\xcb\xff", b"\xd7\xff", b"\x0c\xff"):
-        assert _may_hold_special(encode(record("bench", 1, marker)))  # conservative
-    assert _may_hold_special(encode(record("bench", 1, b"\xff" * 17)))  # walked instead
+        v = record("bench", 1, payload)
+        assert decode(encode(v)) == v
+        big = record("turn", tuple(record("bench", i, payload) for i in range(100)))
+        assert decode(encode(big)) == big
+    assert walked == []
 
 
 # ---------------------------------------------------------------------------------------------
