@@ -614,8 +614,8 @@ def _nests_at_most(data: bytes, depth: int) -> bool:
 
     Checked at C speed without building a single object: behind ``_STACK_LIMIT - depth``
     one-item arrays, msgpack's own stack limit stops a skip over the value exactly when its
-    non-empty containers nest deeper than ``depth``. False also for data msgpack refuses (the
-    decoding proper says what is wrong with it).
+    containers (empty ones too, as :class:`Limits` counts them) nest deeper than ``depth``.
+    False also for data msgpack refuses (the decoding proper says what is wrong with it).
     """
     if depth >= _STACK_LIMIT:
         return True  # msgpack decodes nothing deeper
@@ -689,7 +689,7 @@ class Decoder(_StreamEnd):
             "strict_map_key": False,
         }
         self._special = False  # whether the data being decoded may hold a NaN or a timestamp
-        self._deepest_cached = 1  # depth of the deepest value ever in the cache (at least 1)
+        self._deepest_cached = 0  # depth of the deepest value ever in the cache
 
     def decode(self, data: bytes | bytearray | memoryview) -> Value:
         """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`.
@@ -734,7 +734,7 @@ class Decoder(_StreamEnd):
                 if containers <= limit:
                     fits, room = True, limit - containers
                 else:
-                    room = self._deepest_cached  # an empty container at the bottom counts too
+                    room = self._deepest_cached  # any cached value it refers to is no deeper
                     fits = limit > room and _nests_at_most(frame, limit - room)
             self._ref_depth = 0
             value = msgpack.unpackb(frame, **options)
