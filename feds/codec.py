@@ -636,11 +636,31 @@ _SPECIAL_TYPES: Final = frozenset({float, msgpack.Timestamp})
 """What msgpack may decode that the hooks must look at: a NaN, or a timestamp (refused)."""
 
 
+# Byte pairs without which msgpack cannot decode a NaN or a timestamp. A NaN has all exponent
+# bits set, so its first byte after the float32 (0xca) or float64 (0xcb) type byte is 0x7f or
+# 0xff. A timestamp is ext type -1 (0xff) with 4, 8 or 12 bytes: fixext 4 or 8 (0xd6, 0xd7), or
+# ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths).
+_PAIR_FIRSTS: Final = frozenset(b"\xca\xcb\xd6\xd7\x04\x08\x0c")
+_PAIR_SEARCH_MAX: Final = 16  # 0x7f and 0xff bytes looked at before taking the data as special
+
+
 def _special_bytes(data: bytes) -> bool:
-    """Whether ``data`` may encode a NaN or a timestamp: every NaN has the byte 0x7f or 0xff
-    (all its exponent bits set) right after its type byte, and every timestamp (ext type -1)
-    has 0xff (at C speed, with no false negative; binary payloads often have them too)."""
-    return 0x7F in data or 0xFF in data
+    """Whether ``data`` may encode a NaN or a timestamp (at C speed, conservative).
+
+    Data without the bytes 0x7f and 0xff holds neither; with a few of them, only one that
+    follows a byte of :data:`_PAIR_FIRSTS` counts; with many (binary payloads), any does.
+    """
+    if 0x7F not in data and 0xFF not in data:
+        return False
+    seen = 0
+    for second in (0x7F, 0xFF):
+        i = data.find(second, 1)
+        while i != -1:
+            seen += 1
+            if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
+                return True
+            i = data.find(second, i + 1)
+    return False
 
 
 def _plain_items(items: Iterable[Value]) -> tuple:
