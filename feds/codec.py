@@ -60,6 +60,7 @@ calls; each must be used by one thread at a time (the module-level functions kee
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -642,6 +643,8 @@ _SPECIAL_TYPES: Final = frozenset({float, msgpack.Timestamp})
 # ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths).
 _PAIR_FIRSTS: Final = frozenset(b"\xca\xcb\xd6\xd7\x04\x08\x0c")
 _PAIR_SEARCH_MAX: Final = 16  # 0x7f and 0xff bytes looked at before taking the data as special
+_PAIRS: Final = re.compile(b"[" + bytes(sorted(_PAIR_FIRSTS)) + b"][\x7f\xff]")
+_PAIRS_SCAN_MAX_BYTES: Final = 512  # up to this size, one regex scan beats looking at each byte
 
 
 def _special_bytes(data: bytes) -> bool:
@@ -652,6 +655,8 @@ def _special_bytes(data: bytes) -> bool:
     """
     if 0x7F not in data and 0xFF not in data:
         return False
+    if len(data) <= _PAIRS_SCAN_MAX_BYTES:
+        return _PAIRS.search(data) is not None
     seen = 0
     for second in (0x7F, 0xFF):
         i = data.find(second, 1)

@@ -323,18 +323,25 @@ def test_frame_decoder_on_mutated_frames(bodies, data):
             continue
 
 
-@pytest.mark.parametrize(
-    "stamp",
-    [
-        b"\xd6\xff" + bytes(4),
-        b"\xd7\xff" + bytes(8),
-        b"\xc7\x04\xff" + bytes(4),
-        b"\xc7\x08\xff" + bytes(8),
-        b"\xc7\x0c\xff" + bytes(12),
-        b"\xc8\x00\x0c\xff" + bytes(12),
-        b"\xc9\x00\x00\x00\x08\xff" + bytes(8),
-    ],
-)
+STAMPS = [
+    b"\xd6\xff" + bytes(4),
+    b"\xd7\xff" + bytes(8),
+    b"\xc7\x04\xff" + bytes(4),
+    b"\xc7\x08\xff" + bytes(8),
+    b"\xc7\x0c\xff" + bytes(12),
+    b"\xc8\x00\x0c\xff" + bytes(12),
+    b"\xc9\x00\x00\x00\x08\xff" + bytes(8),
+]
+NANS = [b"\xca" + struct.pack(">f", math.nan), b"\xcb" + struct.pack(">d", -math.nan)]
+
+
+@given(st.binary(max_size=700), st.binary(max_size=700), st.sampled_from(STAMPS + NANS))
+def test_the_bytes_of_a_nan_or_a_timestamp_are_always_noticed(before, after, special):
+    """Whatever surrounds them, in a small frame (one scan) or a big one (byte by byte)."""
+    assert codec._special_bytes(before + special + after)
+
+
+@pytest.mark.parametrize("stamp", STAMPS)
 def test_every_timestamp_encoding_is_refused(stamp):
     for data in (stamp, array(b"\x01", stamp), b"\x81" + stamp + b"\x01"):
         with pytest.raises(CodecError, match="unsupported data in message: Timestamp"):
