@@ -738,7 +738,7 @@ class Decoder(_StreamEnd):
         if self._broken is not None:
             raise self._broken
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
-        ref_depth = self._ref_depth  # likewise
+        ref_depth, outer_special = self._ref_depth, self._special  # likewise
         interner = getattr(_local, "interner", None)  # as in Encoder.encode
         self._interner = interner if interner is not None else _thread_interner()
         self._interned = self._interner.ids  # the calling thread's: a decoder may change threads
@@ -779,7 +779,7 @@ class Decoder(_StreamEnd):
                 self._broken = error
             raise error from None
         finally:
-            self._ref_depth = ref_depth
+            self._ref_depth, self._special = ref_depth, outer_special
         return value
 
     def known_ref_free(self, v: Value) -> bool:

@@ -423,6 +423,23 @@ class WrapHooks(RefHooks):
         return Ref(v)
 
 
+class ReentrantHooks(RefHooks):
+    """Hooks whose decoding of a reference decodes something else with the same decoder."""
+
+    decoder: Decoder
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        assert self.decoder.decode(encode(record("inner", 1))) == record("inner", 1)
+        return super().decode_embedded(v)
+
+
+def test_a_hook_decoding_with_the_same_decoder_leaves_the_outer_checks_in_place():
+    hooks = ReentrantHooks()
+    hooks.decoder = decoder = Decoder(hooks)
+    got = decoder.decode(encode((Ref(1), float("nan")), embedded=hooks))  # inner: no 0x7f/0xff
+    assert got == (Ref(1), NAN) and got[1] is NAN
+
+
 def test_depth_limit_inside_embedded_payloads():
     hooks = WrapHooks()
     data = array(ext(EMBEDDED), msgpack.packb(nested_tuples(5)))
