@@ -61,6 +61,7 @@ calls; each must be used by one thread at a time (the module-level functions kee
 from __future__ import annotations
 
 import re
+import struct
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -109,6 +110,7 @@ DEFINE: Final = 7
 CACHED: Final = 8
 
 FRAME_HEADER_SIZE: Final = 4
+_frame_size = struct.Struct(">I").unpack_from  # (size,) of the frame header at an offset
 
 
 class CodecError(ValueError):
@@ -1105,16 +1107,18 @@ class FrameDecoder:
         """Add received bytes; raises CodecError at once if a frame announces too many bytes."""
         if self._broken is not None:
             raise self._broken
-        self._buffer += data
-        while self._scanned + FRAME_HEADER_SIZE <= len(self._buffer):
-            header = self._buffer[self._scanned : self._scanned + FRAME_HEADER_SIZE]
-            size = int.from_bytes(header, "big")
+        buffer = self._buffer
+        buffer += data
+        scanned = self._scanned
+        while scanned + FRAME_HEADER_SIZE <= len(buffer):
+            (size,) = _frame_size(buffer, scanned)
             if size > self._max_frame:
                 self._broken = CodecError(
                     f"frame of {size} bytes announced, more than max_frame_size ({self._max_frame})"
                 )
                 raise self._broken
-            self._scanned += FRAME_HEADER_SIZE + size
+            scanned += FRAME_HEADER_SIZE + size
+        self._scanned = scanned
 
     def next_value(self) -> Value:
         """The next complete frame's value, or :data:`NEED_DATA` if none is buffered."""
@@ -1124,11 +1128,19 @@ class FrameDecoder:
         body = start + FRAME_HEADER_SIZE
         if body > len(buffer):
             return NEED_DATA
-        end = body + int.from_bytes(buffer[start:body], "big")
+        end = body + _frame_size(buffer, start)[0]
         if end > len(buffer):
             return NEED_DATA
         frame = bytes(buffer[body:end])
-        self._consume(end)
+        if end == len(buffer):  # the usual case: all taken, start again at the beginning
+            buffer.clear()
+            self._start = self._scanned = 0
+        elif end > 65536 and end * 2 > len(buffer):  # drop what was taken once it is most
+            del buffer[:end]
+            self._scanned -= end
+            self._start = 0
+        else:
+            self._start = end
         return self.decoder.decode(frame)
 
     def frames(self) -> Iterator[Value]:
@@ -1145,16 +1157,6 @@ class FrameDecoder:
     def buffered(self) -> int:
         """How many received bytes are not yet part of a taken frame."""
         return len(self._buffer) - self._start
-
-    def _consume(self, end: int) -> None:
-        self._start = end
-        if end == len(self._buffer):
-            self._buffer.clear()
-            self._start = self._scanned = 0
-        elif end > 65536 and end * 2 > len(self._buffer):
-            del self._buffer[:end]
-            self._scanned -= end
-            self._start = 0
 
 
 # ---------------------------------------------------------------------------------------------
