@@ -60,6 +60,8 @@ calls; each must be used by one thread at a time (the module-level functions kee
 
 from __future__ import annotations
 
+import re
+import struct
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -108,6 +110,7 @@ DEFINE: Final = 7
 CACHED: Final = 8
 
 FRAME_HEADER_SIZE: Final = 4
+_frame_size = struct.Struct(">I").unpack_from  # (size,) of the frame header at an offset
 
 
 class CodecError(ValueError):
@@ -153,6 +156,7 @@ def _ext(code: int, data: bytes) -> ExtType:
 
 
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 
 
 class _Head:
@@ -192,8 +196,6 @@ _SET_HEAD_EXT = _ext(SET, b"")
 _EMBEDDED_HEAD_EXT = _ext(EMBEDDED, b"")
 _GENERIC_HEAD_EXT = _ext(GENERIC_RECORD, b"")
 _EMBEDDED_HEAD = _Head(EMBEDDED)
-_REFERENCE_START: Final = b"\x92" + msgpack.packb(_EMBEDDED_HEAD_EXT)
-"""How the encoder starts a reference: a 2-item array, then the embedded head."""
 _EMPTY_PAYLOAD_HEADS = {
     SET: _Head(SET),
     EMBEDDED: _EMBEDDED_HEAD,
@@ -582,6 +584,8 @@ _MAP_HEADERS: Final = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])
 _NOT_CONTAINER_HEADERS: Final = bytes(
     b for b in range(256) if b not in _ARRAY_HEADERS and b not in _MAP_HEADERS
 )
+_COUNT_MAX_BYTES: Final = 2048
+"""Up to this size, counting a frame's container headers is cheaper than :func:`_nests_at_most`."""
 
 
 def _containers(data: bytes) -> int:
@@ -589,15 +593,95 @@ def _containers(data: bytes) -> int:
     return len(data.translate(None, _NOT_CONTAINER_HEADERS))
 
 
+def _msgpack_stack_limit() -> int:
+    """How deep msgpack's unpacker nests containers before it raises ``StackError`` (its fixed
+    stack size, 1024 in the versions we know), found by trying."""
+    fits, too_deep = 0, 1 << 16
+    while too_deep - fits > 1:
+        n = (fits + too_deep) // 2
+        try:
+            msgpack.unpackb(b"\x91" * n + b"\xc0")
+        except msgpack.StackError:
+            too_deep = n
+        else:
+            fits = n
+    return fits
+
+
+_STACK_LIMIT: Final = _msgpack_stack_limit()
+_PADDING: Final = b"\x91" * _STACK_LIMIT  # arrays of one item, each nesting the rest one deeper
+
+
+def _nests_at_most(data: bytes, depth: int) -> bool:
+    """Whether msgpack nests the value in ``data`` at most ``depth`` containers deep.
+
+    Checked at C speed without building a single object: behind ``_STACK_LIMIT - depth``
+    one-item arrays, msgpack's own stack limit stops a skip over the value exactly when its
+    containers (empty ones too, as :class:`Limits` counts them) nest deeper than ``depth``.
+    False also for data msgpack refuses (the decoding proper says what is wrong with it).
+    """
+    if depth >= _STACK_LIMIT:
+        return True  # msgpack decodes nothing deeper
+    padding = _STACK_LIMIT - max(depth, 0)
+    unpacker = msgpack.Unpacker(
+        None, read_size=padding + len(data), max_buffer_size=padding + len(data)
+    )
+    unpacker.feed(_PADDING[:padding])
+    unpacker.feed(data)
+    try:
+        unpacker.skip()
+    except Exception:  # StackError (too deep), or not msgpack at all
+        return False
+    return True
+
+
+_SPECIAL_TYPES: Final = frozenset({float, msgpack.Timestamp})
+"""What msgpack may decode that the hooks must look at: a NaN, or a timestamp (refused)."""
+
+
 # Byte pairs without which msgpack cannot decode a NaN or a timestamp. A NaN has all exponent
 # bits set, so its first byte after the float32 (0xca) or float64 (0xcb) type byte is 0x7f or
 # 0xff. A timestamp is ext type -1 (0xff) with 4, 8 or 12 bytes: fixext 4 or 8 (0xd6, 0xd7), or
-# ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths). One
-# byte before each 0x7f or 0xff is looked at; it may also be part of a harmless pair.
+# ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths).
 _PAIR_FIRSTS: Final = frozenset(b"\xca\xcb\xd6\xd7\x04\x08\x0c")
-# In a bigger frame, or past this many 0x7f and 0xff bytes, walking the value is the cheaper check.
-_PAIR_SEARCH_MAX_BYTES: Final = 1024
-_PAIR_SEARCH_MAX: Final = 16
+_PAIR_SEARCH_MAX: Final = 16  # 0x7f and 0xff bytes looked at before taking the data as special
+_PAIRS: Final = re.compile(b"[" + bytes(sorted(_PAIR_FIRSTS)) + b"][\x7f\xff]")
+_PAIRS_SCAN_MAX_BYTES: Final = 512  # up to this size, one regex scan beats looking at each byte
+
+
+def _special_bytes(data: bytes) -> bool:
+    """Whether ``data`` may encode a NaN or a timestamp (at C speed, conservative).
+
+    Data without the bytes 0x7f and 0xff holds neither; with a few of them, only one that
+    follows a byte of :data:`_PAIR_FIRSTS` counts; with many (binary payloads), any does.
+    """
+    if 0x7F not in data and 0xFF not in data:
+        return False
+    if len(data) <= _PAIRS_SCAN_MAX_BYTES:
+        return _PAIRS.search(data) is not None
+    seen = 0
+    for second in (0x7F, 0xFF):
+        i = data.find(second, 1)
+        while i != -1:
+            seen += 1
+            if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
+                return True
+            i = data.find(second, i + 1)
+    return False
+
+
+def _plain_items(items: Iterable[Value]) -> tuple:
+    """``items`` with every NaN replaced by :data:`NAN`; CodecError for a timestamp."""
+    result = []
+    for x in items:
+        if x.__class__ is float:
+            if x != x:
+                x = NAN
+        elif x.__class__ is msgpack.Timestamp:
+            raise CodecError("unsupported data in message: Timestamp")
+        result.append(x)
+    return tuple(result)
+
 
 _ATOMS = frozenset({type(None), bool, int, str, bytes, Symbol})
 
@@ -617,6 +701,9 @@ class Decoder(_StreamEnd):
         self._max_length = self.limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
         self._ref_depth = 0  # depth of the deepest cached value referred to (by one item)
+        self._by_ref: dict[bytes, _Cached] = {}  # a CACHED ext's payload -> its slot's entry
+        # whether a reference's payload [kind oid] can go to the hooks as it is (no check)
+        self._plain_refs = self.embedded is not None and self._max_depth > 1
         self._broken: CodecError | None = None
         self._interner = _thread_interner()
         self._interned = self._interner.ids  # id() of the values it holds
@@ -628,55 +715,65 @@ class Decoder(_StreamEnd):
             "raw": False,
             "strict_map_key": False,
         }
-        self._long_options = {
-            **self._options,
-            "max_array_len": self._max_length,
-            "max_map_len": self._max_length,
-        }
+        self._special = False  # whether the data being decoded may hold a NaN or a timestamp
+        self._deepest_cached = 0  # depth of the deepest value ever in the cache
 
     def decode(self, data: bytes | bytearray | memoryview) -> Value:
         """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`.
 
-        Depth and types are checked where the bytes do not rule out a problem. Every msgpack
-        container starts with a byte :func:`_containers` counts, so a frame with no more of them
-        than ``max_depth`` (less the depth of any cached value it refers to, which
-        :meth:`_on_ext` notes) cannot be too deep, and one without the bytes that start a NaN
-        or a timestamp (:func:`_may_hold_special`) holds neither. Such a frame, the common one,
-        is decoded by one msgpack call and not looked at again; any other is decoded item by
-        item (:meth:`_decode_items`), so that only the items the same tests do not clear are
-        walked.
+        One msgpack call decodes the whole frame; the depth is checked before, at C speed, so
+        that a value is walked only if the bytes do not rule out its being too deep. A frame of
+        at most ``max_depth`` bytes cannot be too deep; a small one is if it has too many
+        bytes that start a container (:func:`_containers`); a bigger one if msgpack nests it
+        too deeply (:func:`_nests_at_most`). Either leaves room for the depth of the cached
+        values the frame refers to, which :meth:`_on_ext` notes. A frame with neither 0x7f
+        nor 0xff holds no NaN and no timestamp; in any other, the hooks also look at the items
+        of every container for one.
         """
         frame: bytes = data if data.__class__ is bytes else bytes(data)  # type: ignore[assignment]
-        if len(frame) > self.limits.max_frame_size:
+        limit = self._max_depth
+        size = len(frame)
+        if size > self.limits.max_frame_size:
             raise CodecError(
-                f"data is {len(frame)} bytes, more than max_frame_size "
-                f"({self.limits.max_frame_size})"
+                f"data is {size} bytes, more than max_frame_size ({self.limits.max_frame_size})"
             )
         if self._broken is not None:
             raise self._broken
         open_heads = self._open_heads  # not 0 if an embedded hook decodes with this decoder
-        ref_depth = self._ref_depth  # likewise
+        ref_depth, outer_special = self._ref_depth, self._special  # likewise
         interner = getattr(_local, "interner", None)  # as in Encoder.encode
         self._interner = interner if interner is not None else _thread_interner()
         self._interned = self._interner.ids  # the calling thread's: a decoder may change threads
         try:
-            special = (0x7F in frame or 0xFF in frame) and _may_hold_special(frame)
-            limit = self._max_depth
-            containers = _containers(frame) if len(frame) > limit else len(frame)
-            if containers > limit or special:
-                value = self._decode_items(frame, containers, special)
+            self._special = special = _special_bytes(frame)
+            options = self._options
+            if size > self._max_length:  # msgpack's own length limits default to the data length
+                options = {
+                    **options,
+                    "max_array_len": self._max_length,
+                    "max_map_len": self._max_length,
+                }
+            # `room`: how deep the cached values the frame refers to may be without a walk
+            if size <= limit:
+                fits, room = True, limit - size
             else:
-                self._ref_depth = 0
-                # msgpack's own length limits default to the data length: a longer input needs ours
-                options = self._options if len(frame) <= self._max_length else self._long_options
-                value = msgpack.unpackb(frame, **options)
-                if containers + self._ref_depth > limit:  # a cached value it refers to is deep
-                    value = _checked(value, limit, self._cached)
+                containers = _containers(frame) if size <= _COUNT_MAX_BYTES else limit + 1
+                if containers <= limit:
+                    fits, room = True, limit - containers
+                else:
+                    room = self._deepest_cached  # any cached value it refers to is no deeper
+                    fits = limit > room and _nests_at_most(frame, limit - room)
+            self._ref_depth = 0
+            value = msgpack.unpackb(frame, **options)
+            if special and value.__class__ in _SPECIAL_TYPES:
+                (value,) = _plain_items((value,))
+            if not fits or self._ref_depth > room:
+                value = _checked(value, limit, self._cached)
             if self._open_heads != open_heads:
                 raise CodecError("a head ext type (record, set, embedded) not first in an array")
         except Exception as e:
             self._open_heads = open_heads
-            if isinstance(e, _TooDeep):  # found within a part, whose own budget it would name
+            if isinstance(e, _TooDeep) or (isinstance(e, msgpack.StackError) and not fits):
                 error = CodecError(f"data nested deeper than max_depth ({self._max_depth})")
             else:
                 error = e if isinstance(e, CodecError) else _translate(e)
@@ -684,7 +781,7 @@ class Decoder(_StreamEnd):
                 self._broken = error
             raise error from None
         finally:
-            self._ref_depth = ref_depth
+            self._ref_depth, self._special = ref_depth, outer_special
         return value
 
     def known_ref_free(self, v: Value) -> bool:
@@ -694,88 +791,26 @@ class Decoder(_StreamEnd):
         """
         return id(v) in self._interned or id(v) in self._cached
 
-    def _decode_items(self, data: bytes, containers: int, special: bool) -> Value:
-        """Decode a frame that may be too deep or hold a NaN or a timestamp, one item at a time.
-
-        A batched frame (a turn packet: ``<turn [event ...]>``) holds many containers in all
-        but each event holds few, so rather than walking the whole decoded value this reads the
-        frame with an Unpacker, opening the containers on its *spine* (the top-level value,
-        its last item, that item's last item...) while the bytes left there are too many to
-        clear, and decoding every other item whole. Each such item's byte span gets the tests
-        of :meth:`decode` on its own, against the depth left at its level, and only an item
-        that fails them is walked (:func:`_checked`). Every item is decoded once, and the
-        bytes counted are those of the frame plus, per opened level, those of one header.
-        """
-        unpacker = msgpack.Unpacker(None, max_buffer_size=len(data), **self._long_options)
-        unpacker.feed(data)
-        value = self._next_item(unpacker, data, containers, self._max_depth, special)
-        if unpacker.tell() != len(data):
-            raise CodecError("unexpected bytes after the end of a value")
-        return value
-
-    def _next_item(
-        self, unpacker: msgpack.Unpacker, data: bytes, containers: int, budget: int, special: bool
-    ) -> Value:
-        """The next value of ``unpacker``, which runs to the end of ``data`` and holds at most
-        ``containers`` container header bytes (and a NaN or timestamp only if ``special``),
-        checked to be at most ``budget`` deep."""
-        start = unpacker.tell()
-        if start >= len(data):
-            raise CodecError("truncated data")
-        header = data[start]
-        is_map = header in _MAP_HEADERS
-        if not (containers > budget or special) or not (is_map or header in _ARRAY_HEADERS):
-            self._ref_depth = 0
-            value = unpacker.unpack()
-            if (containers + self._ref_depth > budget or special) and value.__class__ is not _Head:
-                value = _checked(value, budget, self._cached)  # (a head's name is no problem)
-            return value
-        if budget < 1 and data[start : start + 4] != _REFERENCE_START:  # a reference is a leaf
-            raise CodecError(f"data nested deeper than max_depth ({self._max_depth})")
-        length = unpacker.read_map_header() if is_map else unpacker.read_array_header()
-        if length > self._max_length:
-            raise CodecError(f"collection too long: {length} exceeds {self._max_length}")
-        containers -= _containers(data[start : unpacker.tell()])
-        items = []
-        for _ in range(2 * length - 1 if is_map else length - 1):  # all but the last
-            begin = unpacker.tell()
-            self._ref_depth = 0
-            item = unpacker.unpack()
-            span = data[begin : unpacker.tell()]
-            count = len(span.translate(None, _NOT_CONTAINER_HEADERS))  # _containers, inlined
-            containers -= count
-            if (
-                count + self._ref_depth >= budget
-                or (special and (0x7F in span or 0xFF in span) and _may_hold_special(span))
-            ) and item.__class__ is not _Head:
-                item = _checked(item, budget - 1, self._cached)
-            items.append(item)
-        if length:  # the last item runs to the end of the data
-            special = special and _may_hold_special(data, unpacker.tell())
-            if items and items[0] is _EMBEDDED_HEAD:
-                # a reference is a leaf wherever it is: its payload gets what _embedded allows
-                budget = self._max_depth
-            items.append(self._next_item(unpacker, data, containers, budget - 1, special))
-        if is_map:
-            return self._on_map(list(zip(items[::2], items[1::2], strict=True)))
-        return self._on_array(tuple(items))
-
     def _on_ext(self, code: int, data: bytes) -> Any:
-        if code == RECORD:  # the most common ext: every record with a symbol label has one
+        # Most common first: the head of every record with a symbol label, then what a relay's
+        # traffic holds (cached patterns, references), then the rest.
+        if code == RECORD:
             self._open_heads += 1
             return _heads.get(data) or _heads.remember(data, _Head(RECORD, _symbol_named(data)))
-        if code == SYMBOL:
-            return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
         if code == CACHED:  # a value defined earlier in the stream
-            if len(data) != 2:
-                raise CodecError("a cache slot number must be 2 bytes")
-            slot = int.from_bytes(data, "big")
-            entry = self._slots[slot] if slot < len(self._slots) else None
+            entry = self._by_ref.get(data)
             if entry is None:
-                raise CodecError(f"cache slot {slot} is not defined")
+                raise self._bad_reference(data)
             if entry.depth > self._ref_depth:
                 self._ref_depth = entry.depth
             return entry.value
+        if code == EMBEDDED:
+            if data:
+                raise CodecError(f"the head ext type {code} must have an empty payload")
+            self._open_heads += 1
+            return _EMBEDDED_HEAD
+        if code == SYMBOL:
+            return _symbols.get(data) or _symbols.remember(data, _symbol_named(data))
         if code == DEFINE:
             if len(data) < 2:
                 raise CodecError("a definition must start with a 2-byte cache slot number")
@@ -797,16 +832,55 @@ class Decoder(_StreamEnd):
             return int.from_bytes(data, "big", signed=True)
         raise CodecError(f"unknown ext type code {code}")
 
+    def _bad_reference(self, data: bytes) -> CodecError:
+        """What is wrong with a :data:`CACHED` payload that names no value in the cache."""
+        if len(data) != 2:
+            return CodecError("a cache slot number must be 2 bytes")
+        return CodecError(f"cache slot {int.from_bytes(data, 'big')} is not defined")
+
     def _on_array(self, items: tuple) -> Value:
+        if self._special:
+            for x in items:
+                if x.__class__ in _SPECIAL_TYPES:
+                    items = _plain_items(items)
+                    break
         if not items or items[0].__class__ is not _Head:
             return items
         head = items[0]
         if head.kind == RECORD:
             self._open_heads -= 1
             last = items[-1]  # a name or an interned value, if the record may be interned
-            if last.__class__ in _NAMES or last is head or id(last) in self._interned:
+            cls = last.__class__
+            if (
+                cls in _NAMES
+                or last is head
+                or ((cls is Record or cls is FrozenDict) and id(last) in self._interned)
+            ):
                 return self._intern_record(head, items)
-            return Record(head.label, items[1:])
+            record = _new_object(Record)  # Record(head.label, items[1:]) without its __init__
+            record.label = head.label
+            record.fields = items[1:]
+            record._hash = None
+            return record
+        if head is _EMBEDDED_HEAD:
+            self._open_heads -= 1
+            if len(items) != 2:
+                raise CodecError("an embedded reference must be [head, value]")
+            payload = items[1]
+            if not (
+                payload.__class__ is tuple
+                and len(payload) == 2
+                and payload[0].__class__ is int
+                and payload[1].__class__ is int
+                and self._plain_refs
+            ):  # anything but a relay's [kind oid] takes the general path
+                payload = self._embedded_payload(payload)
+            try:
+                return self.embedded.decode_embedded(payload)  # type: ignore[union-attr]
+            except CodecError:
+                raise
+            except Exception as e:
+                raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
         if head.kind == DEFINE:  # the record it defines closes its head
             return self._define(head.slot, self._on_array((head.base, *items[1:])))
         self._open_heads -= 1
@@ -814,29 +888,10 @@ class Decoder(_StreamEnd):
             if len(items) < 2:
                 raise CodecError("a record with no label")
             return Record(items[1], items[2:])
-        if head.kind == SET:
-            result = frozenset(items[1:])
-            if len(result) != len(items) - 1:
-                raise CodecError("duplicate element in a set" + merge_note(items[1:]))
-            return result
-        if len(items) != 2:
-            raise CodecError("an embedded reference must be [head, value]")
-        payload = items[1]
-        if not (
-            payload.__class__ is tuple
-            and len(payload) == 2
-            and payload[0].__class__ is int
-            and payload[1].__class__ is int
-            and self.embedded is not None
-            and self._max_depth > 1
-        ):  # anything but a relay's [kind oid] takes the general path
-            payload = self._embedded_payload(payload)
-        try:
-            return self.embedded.decode_embedded(payload)  # type: ignore[union-attr]
-        except CodecError:
-            raise
-        except Exception as e:
-            raise CodecError(f"cannot decode embedded reference {payload!r}: {e!r}") from e
+        result = frozenset(items[1:])  # the only head left: a set's
+        if len(result) != len(items) - 1:
+            raise CodecError("duplicate element in a set" + merge_note(items[1:]))
+        return result
 
     def _define(self, slot: int, value: Record) -> Record:
         """Put a decoded definition in its slot (the encoder chose the slot: obey)."""
@@ -853,6 +908,9 @@ class Decoder(_StreamEnd):
             entry = self._cached[id(value)] = _Cached(value, *measure)
         entry.holders += 1
         self._slots[slot] = entry
+        self._by_ref[_slot_bytes(slot)] = entry
+        if entry.depth > self._deepest_cached:
+            self._deepest_cached = entry.depth
         return value
 
     def _intern_record(self, head: _Head, items: tuple) -> Record:
@@ -866,6 +924,8 @@ class Decoder(_StreamEnd):
         return found
 
     def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
+        if self._special and not _SPECIAL_TYPES.isdisjoint(map(type, chain.from_iterable(pairs))):
+            pairs = [_plain_items(pair) for pair in pairs]  # type: ignore[misc]
         interner = self._interner
         if pairs:
             last = pairs[-1][1]  # as for records: the last value decides first
@@ -892,29 +952,6 @@ class Decoder(_StreamEnd):
         ):  # anything but a flat sequence of atoms needs the full check
             payload = _checked(payload, self._max_depth - 1, self._cached)
         return payload
-
-
-def _may_hold_special(data: bytes, start: int = 0) -> bool:
-    """Whether ``data[start:]`` may encode a NaN or a timestamp (cheap, conservative).
-
-    Data without the bytes 0x7f and 0xff holds neither. Those bytes are common in binary
-    payloads, so when there are few of them only one that can end a NaN's or a timestamp's
-    first two bytes (:data:`_PAIR_FIRSTS` before it) counts; past :data:`_PAIR_SEARCH_MAX_BYTES`
-    bytes or :data:`_PAIR_SEARCH_MAX` of them, any does.
-    """
-    if data.find(0x7F, start) == -1 and data.find(0xFF, start) == -1:
-        return False
-    if len(data) - start > _PAIR_SEARCH_MAX_BYTES:
-        return True
-    seen = 0
-    for second in (0x7F, 0xFF):
-        i = data.find(second, start + 1)
-        while i != -1:
-            seen += 1
-            if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
-                return True
-            i = data.find(second, i + 1)
-    return False
 
 
 def _symbol_named(data: bytes) -> Symbol:
@@ -1070,16 +1107,18 @@ class FrameDecoder:
         """Add received bytes; raises CodecError at once if a frame announces too many bytes."""
         if self._broken is not None:
             raise self._broken
-        self._buffer += data
-        while self._scanned + FRAME_HEADER_SIZE <= len(self._buffer):
-            header = self._buffer[self._scanned : self._scanned + FRAME_HEADER_SIZE]
-            size = int.from_bytes(header, "big")
+        buffer = self._buffer
+        buffer += data
+        scanned = self._scanned
+        while scanned + FRAME_HEADER_SIZE <= len(buffer):
+            (size,) = _frame_size(buffer, scanned)
             if size > self._max_frame:
                 self._broken = CodecError(
                     f"frame of {size} bytes announced, more than max_frame_size ({self._max_frame})"
                 )
                 raise self._broken
-            self._scanned += FRAME_HEADER_SIZE + size
+            scanned += FRAME_HEADER_SIZE + size
+        self._scanned = scanned
 
     def next_value(self) -> Value:
         """The next complete frame's value, or :data:`NEED_DATA` if none is buffered."""
@@ -1089,11 +1128,19 @@ class FrameDecoder:
         body = start + FRAME_HEADER_SIZE
         if body > len(buffer):
             return NEED_DATA
-        end = body + int.from_bytes(buffer[start:body], "big")
+        end = body + _frame_size(buffer, start)[0]
         if end > len(buffer):
             return NEED_DATA
         frame = bytes(buffer[body:end])
-        self._consume(end)
+        if end == len(buffer):  # the usual case: all taken, start again at the beginning
+            buffer.clear()
+            self._start = self._scanned = 0
+        elif end > 65536 and end * 2 > len(buffer):  # drop what was taken once it is most
+            del buffer[:end]
+            self._scanned -= end
+            self._start = 0
+        else:
+            self._start = end
         return self.decoder.decode(frame)
 
     def frames(self) -> Iterator[Value]:
@@ -1110,16 +1157,6 @@ class FrameDecoder:
     def buffered(self) -> int:
         """How many received bytes are not yet part of a taken frame."""
         return len(self._buffer) - self._start
-
-    def _consume(self, end: int) -> None:
-        self._start = end
-        if end == len(self._buffer):
-            self._buffer.clear()
-            self._start = self._scanned = 0
-        elif end > 65536 and end * 2 > len(self._buffer):
-            del self._buffer[:end]
-            self._scanned -= end
-            self._start = 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import feds.codec as codec
 from feds.codec import (
     BIGINT,
     CACHED,
@@ -25,7 +26,6 @@ from feds.codec import (
     Encoder,
     FrameDecoder,
     Limits,
-    _may_hold_special,
     decode,
     encode,
     encode_frame,
@@ -323,18 +323,25 @@ def test_frame_decoder_on_mutated_frames(bodies, data):
             continue
 
 
-@pytest.mark.parametrize(
-    "stamp",
-    [
-        b"\xd6\xff" + bytes(4),
-        b"\xd7\xff" + bytes(8),
-        b"\xc7\x04\xff" + bytes(4),
-        b"\xc7\x08\xff" + bytes(8),
-        b"\xc7\x0c\xff" + bytes(12),
-        b"\xc8\x00\x0c\xff" + bytes(12),
-        b"\xc9\x00\x00\x00\x08\xff" + bytes(8),
-    ],
-)
+STAMPS = [
+    b"\xd6\xff" + bytes(4),
+    b"\xd7\xff" + bytes(8),
+    b"\xc7\x04\xff" + bytes(4),
+    b"\xc7\x08\xff" + bytes(8),
+    b"\xc7\x0c\xff" + bytes(12),
+    b"\xc8\x00\x0c\xff" + bytes(12),
+    b"\xc9\x00\x00\x00\x08\xff" + bytes(8),
+]
+NANS = [b"\xca" + struct.pack(">f", math.nan), b"\xcb" + struct.pack(">d", -math.nan)]
+
+
+@given(st.binary(max_size=700), st.binary(max_size=700), st.sampled_from(STAMPS + NANS))
+def test_the_bytes_of_a_nan_or_a_timestamp_are_always_noticed(before, after, special):
+    """Whatever surrounds them, in a small frame (one scan) or a big one (byte by byte)."""
+    assert codec._special_bytes(before + special + after)
+
+
+@pytest.mark.parametrize("stamp", STAMPS)
 def test_every_timestamp_encoding_is_refused(stamp):
     for data in (stamp, array(b"\x01", stamp), b"\x81" + stamp + b"\x01"):
         with pytest.raises(CodecError, match="unsupported data in message: Timestamp"):
@@ -347,13 +354,18 @@ def test_nan_beside_payload_bytes_is_still_canonical():
     assert v[1] is NAN
 
 
-def test_payload_bytes_alone_need_no_walk_over_the_value():
-    payloads = [bytes(range(256)), b"\x7f\xff" * 8, b"\xca\x00\x7f\xcb\xd6\x04"]
+def test_payload_bytes_alone_need_no_walk_over_the_value(monkeypatch):
+    walked: list[Value] = []
+    monkeypatch.setattr(codec, "_scan", lambda v, *args: walked.append(v))
+    payloads = [bytes(range(256)), b"\x7f\xff" * 8, b"\xca\x00\x7f\xcb\xd6\x04", b"\xff" * 17]
+    for marker in (b"\xca\x7f\xc0", b"\xcb\xff\xf8", b"\xd7\xff", b"\x0c\xff"):
+        payloads.append(marker + bytes(8))  # NaN's and timestamps' first bytes, in a payload
     for payload in payloads:
-        assert not _may_hold_special(encode(record("bench", 1, payload)))
-    for marker in (b"\xca\x7f", b"\xcb\xff", b"\xd7\xff", b"\x0c\xff"):
-        assert _may_hold_special(encode(record("bench", 1, marker)))  # conservative
-    assert _may_hold_special(encode(record("bench", 1, b"\xff" * 17)))  # walked instead
+        v = record("bench", 1, payload)
+        assert decode(encode(v)) == v
+        big = record("turn", tuple(record("bench", i, payload) for i in range(100)))
+        assert decode(encode(big)) == big
+    assert walked == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,6 +421,23 @@ class WrapHooks(RefHooks):
 
     def decode_embedded(self, v: Value) -> Embedded:
         return Ref(v)
+
+
+class ReentrantHooks(RefHooks):
+    """Hooks whose decoding of a reference decodes something else with the same decoder."""
+
+    decoder: Decoder
+
+    def decode_embedded(self, v: Value) -> Embedded:
+        assert self.decoder.decode(encode(record("inner", 1))) == record("inner", 1)
+        return super().decode_embedded(v)
+
+
+def test_a_hook_decoding_with_the_same_decoder_leaves_the_outer_checks_in_place():
+    hooks = ReentrantHooks()
+    hooks.decoder = decoder = Decoder(hooks)
+    got = decoder.decode(encode((Ref(1), float("nan")), embedded=hooks))  # inner: no 0x7f/0xff
+    assert got == (Ref(1), NAN) and got[1] is NAN
 
 
 def test_depth_limit_inside_embedded_payloads():
