@@ -11,7 +11,9 @@ Only the *language* of the regex matters (the matcher answers "is there a match 
 ``re.search`` does), so greedy and lazy quantifiers build the same program. What cannot be
 matched by a finite automaton, or would change which strings match under backtracking, is
 refused with :class:`RegexRefused` naming the construct: backreferences, conditional groups,
-lookahead and lookbehind, atomic groups and possessive quantifiers. Any parse-tree node this
+lookahead and lookbehind, atomic groups and possessive quantifiers; also a group that switches
+between ASCII and Unicode classes (``(?a:...)``), whose meaning in ``re`` depends on where it
+stands (its first-character filter uses the regex's outer flags). Any parse-tree node this
 module does not know is refused as well, so a future ``re`` cannot make it match wrongly.
 
 A character test is a one-character regex compiled by :mod:`re` with the flags in force there
@@ -187,8 +189,12 @@ class _Builder:
             self.emit(CHAR, self._test(op, av, flags))
         elif op is c.SUBPATTERN:
             _group, add, remove, body = av
-            if add & _TYPE_FLAGS:
-                flags &= ~_TYPE_FLAGS
+            if add & _TYPE_FLAGS and add & _TYPE_FLAGS != flags & _TYPE_FLAGS:
+                raise RegexRefused(
+                    "a group switching between ASCII and Unicode classes, (?a:...) or (?u:...), "
+                    "is refused: re itself applies it inconsistently at the start of a regex; "
+                    "put (?a) at the start to make the whole regex ASCII"
+                )
             self.sequence(body, (flags | add) & ~remove)
         elif op is c.BRANCH:
             self.branch(av[1], flags)

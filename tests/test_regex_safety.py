@@ -28,6 +28,7 @@ REFUSED = [
     ("(?<!a)b", "negative lookbehind"),
     ("(?>a+)b", "atomic group"),
     ("a*+b", "possessive quantifier"),
+    (r"(?a:\W)", "switching between ASCII and Unicode"),  # re: True for "!", not for U+017F
     ("x{2001}", "more than 2000 matcher states"),
     ("(?:a{50}){50}", "more than 2000 matcher states"),
 ]
