@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import random
 import re
+import re._constants as sre
+import re._parser as sre_parse
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -12,6 +17,12 @@ from hypothesis import strategies as st
 
 from feds.regex_dfa import LazyDfa
 from feds.regex_program import build_program
+from feds.regex_safety import (
+    MAX_BACKTRACKING_PATHS,
+    BoundedBacktracking,
+    compile_search,
+    loop_free_paths,
+)
 
 # Characters that exercise case folding (U+017F long s folds to s, U+212A the Kelvin sign to k,
 # U+0130 dotted capital I), word boundaries, line anchors and digits.
@@ -149,3 +160,67 @@ def test_many_distinct_states_stay_within_the_cache_and_the_bound() -> None:
     assert dfa.search(text) is False
     assert dfa.resets > 0
     assert dfa.work <= 2 * (len(text) + 1) * len(program)
+
+
+def _tree_paths(items: list) -> float:
+    """Paths through a parse tree of ``re`` (infinite for an unbounded repetition): the count
+    the re-backed search relies on, computed on the tree instead of the program."""
+    total = 1.0
+    for op, av in items:
+        if op is sre.BRANCH:
+            total *= sum(_tree_paths(alternative) for alternative in av[1])
+        elif op is sre.SUBPATTERN:
+            total *= _tree_paths(av[3])
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
+            least, most, body = av
+            if most == sre.MAXREPEAT:
+                return float("inf")
+            each = _tree_paths(body)
+            total *= sum(each**k for k in range(least, most + 1))
+    return total
+
+
+@given(GLOBAL_FLAGS, BODIES)
+def test_re_searches_only_loop_free_regexes_with_few_paths(flags: str, body: str) -> None:
+    """The proof that ``re`` cannot backtrack far on what it is given: no unbounded repetition,
+    and at most MAX_BACKTRACKING_PATHS paths, each tried once per start position."""
+    source = flags + body
+    assume(_compiles(source))
+    paths = _tree_paths(sre_parse.parse(source).data)
+    counted = loop_free_paths(build_program(source))
+    if paths == float("inf"):
+        assert counted is None
+    else:
+        assert counted == min(paths, MAX_BACKTRACKING_PATHS + 1)
+    uses_re = isinstance(compile_search(source), BoundedBacktracking)
+    assert uses_re is (paths <= MAX_BACKTRACKING_PATHS)
+
+
+@pytest.mark.parametrize(
+    ("source", "uses_re"),
+    [
+        ("error", True),
+        (r"\d{4}-\d{2}", True),
+        ("(a|bb)(c|dd)(e|ff)(g|hh)", True),  # 16 paths ((a|b) alone is one class)
+        ("(a|bb)(c|dd)(e|ff)(g|hh)(i|jj)", False),  # 32
+        ("x{0,20}", False),  # 21
+        ("a*", False),
+        ("(?:a{1,2}){3}", True),  # 8
+    ],
+)
+def test_the_choice_of_searcher(source: str, uses_re: bool) -> None:
+    assert isinstance(compile_search(source), BoundedBacktracking) is uses_re
+
+
+def test_the_regex_benchmark_runs() -> None:
+    """``benchmarks/regex.py`` end to end in a short mode (no timing checks)."""
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "regex.py"
+    result = subprocess.run(
+        [sys.executable, str(bench), "--number", "10", "--length", "300", "--re-limit", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "median ratio on short values" in result.stdout
