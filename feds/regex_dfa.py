@@ -61,6 +61,7 @@ class LazyDfa:
 
     def _reset(self) -> None:
         self._states: dict[tuple[frozenset[int], int], _State] = {}
+        self._passed: dict[str, tuple[bool, ...]] = {}  # per character: which tests it passes
         self._used = 0
         self._start = self._intern(frozenset(), Assertion.START)
 
@@ -103,46 +104,48 @@ class LazyDfa:
         waiting = self._closure(state.kernel, state.before, after)
         if waiting is None:
             return None
-        tests = self._program.tests
+        passed = self._passed.get(ch) or self._classify(ch)
         args = self._program.args
-        results: dict[int, bool] = {}  # each distinct test runs once
-        kernel = []
-        for pc in waiting:
-            test = args[pc]
-            passed = results.get(test)
-            if passed is None:
-                passed = results[test] = tests[test](ch) is not None
-            if passed:
-                kernel.append(pc + 1)
-        self.work += len(results)
-        return frozenset(kernel)
+        return frozenset([pc + 1 for pc in waiting if passed[args[pc]]])
+
+    def _classify(self, ch: str) -> tuple[bool, ...]:
+        """Which of the program's one-character tests ``ch`` passes (cached per character)."""
+        tests = self._program.tests
+        passed = tuple([test(ch) is not None for test in tests])
+        self.work += len(tests)
+        self._spend(len(tests))
+        self._passed[ch] = passed
+        return passed
 
     def _closure(self, kernel: frozenset[int], before: int, after: int) -> list[int] | None:
         """The CHAR instructions reachable without reading from the kernel and the start, at a
         position described by ``before``/``after``; None if MATCH is reachable."""
         ops, args = self._program.ops, self._program.args
-        seen = set()
+        seen = bytearray(len(ops))
         stack = [0, *kernel]
-        waiting = []
+        push, pop = stack.append, stack.pop
+        waiting: list[int] = []
+        visits = 0
         while stack:
-            pc = stack.pop()
-            if pc in seen:
+            pc = pop()
+            if seen[pc]:
                 continue
-            seen.add(pc)
+            seen[pc] = 1
+            visits += 1
             op = ops[pc]
             if op == CHAR:
                 waiting.append(pc)
             elif op == FORK:
                 stack.extend(args[pc])
             elif op == JUMP:
-                stack.append(args[pc])
+                push(args[pc])
             elif op == ASSERT:
                 if Assertion.holds(args[pc], before, after):
-                    stack.append(pc + 1)
+                    push(pc + 1)
             elif op == MATCH:
-                self.work += len(seen)
+                self.work += visits
                 return None
-        self.work += len(seen)
+        self.work += visits
         return waiting
 
     def _intern(self, kernel: frozenset[int], before: int) -> _State:

@@ -42,7 +42,7 @@ __all__ = [
     "build_program",
 ]
 
-MAX_REGEX_STATES: Final = 2_000
+MAX_REGEX_STATES: Final = 1_000
 """Most instructions a regex may compile to (counted repetition is unrolled: ``a{5}`` is five).
 One step of the matcher visits each at most once, so this bounds the work per character."""
 
