@@ -6,7 +6,7 @@ these strings need), by what ``compile_search`` chose for the pattern (``re`` it
 loop-free pattern with few paths, else the DFA) and by plain ``re``; then the cost of
 compiling a pattern (``re`` with its cache purged); then backtracking bombs, where ``re`` takes
 polynomial or exponential time and the DFA does not (``re`` is timed on a shorter string only:
-3,000 characters take it seconds to hours).
+3,000 characters take it seconds to hours), and the DFA's worst case.
 
 Times are the median of 5 runs, in microseconds per call; ratios are over plain ``re``.
 
@@ -16,6 +16,7 @@ Run: ``.venv/bin/python benchmarks/regex.py [--number N]``
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import statistics
 import timeit
@@ -38,6 +39,9 @@ BOMBS: list[tuple[str, Callable[[int], str], int]] = [  # pattern, input, length
     ("(a+)+$", lambda n: "a" * n + "!", 22),  # exponential: doubles with each character
     ("(x+x+)+y", lambda n: "x" * n, 22),
 ]
+
+WORST = "[ab]*a[ab]{990}c"
+"""A regex whose DFA never repeats a state on random text: each character builds a new one."""
 
 
 def median_us(fn: Callable[[], object], number: int, runs: int = 5) -> float:
@@ -140,7 +144,11 @@ def main() -> None:
     print("-" * len(header))
     for source, linear_ms, re_length, re_ms in bomb_rows(args.length, args.re_limit):
         print(f"{source:<12} {linear_ms:20.2f} {re_ms:9.1f} (n={re_length})")
-    print("\ndfa: a fresh matcher (compile and cold DFA included); re: one run")
+    print("\ndfa: a fresh matcher (compile and cold DFA included); re: one run\n")
+
+    text = "".join(random.Random(1).choices("ab", k=args.length))
+    worst = median_us(lambda: LazyDfa(build_program(WORST)).search(text), 1, runs=3) / 1e3
+    print(f"worst case: {WORST} against {args.length} random a/b: {worst:.0f} ms (median of 3)")
 
 
 if __name__ == "__main__":
