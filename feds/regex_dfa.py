@@ -4,18 +4,18 @@
 :mod:`feds.regex_program`, reading each character of ``s`` once. Its states are sets of program
 positions (the subset construction), built only when the input first needs them and kept in a
 cache, so a string over a few characters runs through a handful of dictionary look-ups per
-character. Building one transition visits each instruction at most once, so a search costs at
-most ``(len(s) + 1) * len(program)`` instruction visits however the regex is written: there is
-no backtracking.
+character. Building one transition visits each instruction at most once and runs each
+one-character test at most once, so a search costs at most ``2 * (len(s) + 1) * len(program)``
+steps however the regex is written (``work`` counts them): there is no backtracking.
 
 A state is a *kernel* (the positions reached by the last character read) together with what
 zero-width assertions need to know about that character (start of string, newline, word
 character). The whole string is searched by adding the program's start to every kernel. The
 last character takes its own transition table, since ``$`` also matches before a final newline.
 
-The cache is bounded in proportion to the program (:data:`CACHE_ENTRIES_PER_STATE`); when full
-it is dropped and rebuilt as the input goes on, which costs time (still within the bound above)
-but never memory.
+The cache is bounded in proportion to the program (:data:`CACHE_ENTRIES_PER_INSTRUCTION`);
+when full it is dropped and rebuilt as the input goes on, which costs time (still within the
+bound above) but never memory.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Final
 
 from feds.regex_program import ASSERT, CHAR, FORK, JUMP, MATCH, Assertion, Program, char_features
 
-__all__ = ["CACHE_ENTRIES_PER_STATE", "LazyDfa"]
+__all__ = ["CACHE_ENTRIES_PER_INSTRUCTION", "LazyDfa"]
 
-CACHE_ENTRIES_PER_STATE: Final = 32
-"""Cached transitions and kernel positions a matcher keeps, per program instruction (plus a
-fixed 256), before it drops its cache."""
+CACHE_ENTRIES_PER_INSTRUCTION: Final = 32
+"""Cache entries (states, their kernel positions, transitions, a character's test results) a
+matcher keeps per program instruction, plus a fixed 256, before it drops its cache."""
 
 
 class _State:
@@ -36,7 +36,7 @@ class _State:
 
     __slots__ = ("before", "end", "kernel", "last", "next")
 
-    def __init__(self, kernel: frozenset[int], before: int) -> None:
+    def __init__(self, kernel: int, before: int) -> None:
         self.kernel = kernel
         self.before = before
         self.next: dict[str, _State] = {}  # on a character that is not the string's last
@@ -44,7 +44,7 @@ class _State:
         self.end: bool | None = None  # at the end of the string: is there a match
 
 
-_ACCEPT: Final = _State(frozenset(), 0)  # reached as soon as a match is certain
+_ACCEPT: Final = _State(0, 0)  # reached as soon as a match is certain
 
 
 class LazyDfa:
@@ -54,16 +54,22 @@ class LazyDfa:
         """``cache_entries`` overrides the cache's bound (by default in proportion to the
         program)."""
         self._program = program
-        self._budget = cache_entries or 256 + CACHE_ENTRIES_PER_STATE * len(program)
+        ops, args = program.ops, program.args
+        self._chars = sum(1 << pc for pc, op in enumerate(ops) if op == CHAR)
+        self._test_masks = [0] * len(program.tests)  # the CHAR instructions running each test
+        for pc, op in enumerate(ops):
+            if op == CHAR:
+                self._test_masks[args[pc]] |= 1 << pc
+        self._budget = cache_entries or 256 + CACHE_ENTRIES_PER_INSTRUCTION * len(program)
         self.work = 0
         self.resets = 0
         self._reset()
 
     def _reset(self) -> None:
-        self._states: dict[tuple[frozenset[int], int], _State] = {}
-        self._passed: dict[str, tuple[bool, ...]] = {}  # per character: which tests it passes
+        self._states: dict[tuple[int, int], _State] = {}
+        self._passed: dict[str, int] = {}  # per character: the CHAR instructions it passes
         self._used = 0
-        self._start = self._intern(frozenset(), Assertion.START)
+        self._start = self._intern(0, Assertion.START)
 
     def search(self, s: str) -> bool:
         """Whether the regex matches somewhere in ``s``."""
@@ -98,34 +104,40 @@ class LazyDfa:
             state.end = self._closure(state.kernel, state.before, Assertion.END) is None
         return state.end
 
-    def _advance(self, state: _State, ch: str, after: int) -> frozenset[int] | None:
+    def _advance(self, state: _State, ch: str, after: int) -> int | None:
         """The kernel after reading ``ch`` (whose features are ``after``), or None if the
         program matches before it."""
         waiting = self._closure(state.kernel, state.before, after)
         if waiting is None:
             return None
-        passed = self._passed.get(ch) or self._classify(ch)
-        args = self._program.args
-        return frozenset([pc + 1 for pc in waiting if passed[args[pc]]])
+        passed = self._passed.get(ch)
+        if passed is None:
+            passed = self._classify(ch)
+        return (waiting & passed) << 1  # a CHAR instruction goes on to the next one
 
-    def _classify(self, ch: str) -> tuple[bool, ...]:
-        """Which of the program's one-character tests ``ch`` passes (cached per character)."""
-        tests = self._program.tests
-        passed = tuple([test(ch) is not None for test in tests])
-        self.work += len(tests)
-        self._spend(len(tests))
+    def _classify(self, ch: str) -> int:
+        """The CHAR instructions whose test ``ch`` passes (cached per character)."""
+        passed = 0
+        for test, mask in zip(self._program.tests, self._test_masks, strict=True):
+            if test(ch) is not None:
+                passed |= mask
+        self.work += len(self._test_masks)
+        self._spend(1)
         self._passed[ch] = passed
         return passed
 
-    def _closure(self, kernel: frozenset[int], before: int, after: int) -> list[int] | None:
+    def _closure(self, kernel: int, before: int, after: int) -> int | None:
         """The CHAR instructions reachable without reading from the kernel and the start, at a
-        position described by ``before``/``after``; None if MATCH is reachable."""
+        position described by ``before``/``after``, as a bit mask; None if MATCH is reachable.
+
+        Sets of instructions are bit masks (bit ``pc``), so the kernel's CHAR instructions,
+        which reach only themselves, are taken in one operation; the others are walked."""
         ops, args = self._program.ops, self._program.args
+        waiting = kernel & self._chars
+        stack = _bits((kernel & ~self._chars) | 1)  # 1: the start, for a search from here
         seen = bytearray(len(ops))
-        stack = [0, *kernel]
         push, pop = stack.append, stack.pop
-        waiting: list[int] = []
-        visits = 0
+        visits = waiting.bit_count()
         while stack:
             pc = pop()
             if seen[pc]:
@@ -134,7 +146,7 @@ class LazyDfa:
             visits += 1
             op = ops[pc]
             if op == CHAR:
-                waiting.append(pc)
+                waiting |= 1 << pc
             elif op == FORK:
                 stack.extend(args[pc])
             elif op == JUMP:
@@ -148,11 +160,11 @@ class LazyDfa:
         self.work += visits
         return waiting
 
-    def _intern(self, kernel: frozenset[int], before: int) -> _State:
+    def _intern(self, kernel: int, before: int) -> _State:
         key = (kernel, before)
         state = self._states.get(key)
         if state is None:
-            self._spend(1 + len(kernel))
+            self._spend(1 + (kernel.bit_length() >> 6))  # a 64-bit word of kernel: one entry
             state = self._states[key] = _State(kernel, before)
         return state
 
@@ -166,3 +178,13 @@ class LazyDfa:
             self.resets += 1
             self._reset()
         self._used += entries
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask``."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out

@@ -40,6 +40,7 @@ __all__ = [
     "Program",
     "RegexRefused",
     "build_program",
+    "char_features",
 ]
 
 MAX_REGEX_STATES: Final = 1_000
