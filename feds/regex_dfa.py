@@ -2,11 +2,12 @@
 
 :class:`LazyDfa` answers what ``re.search(source, s) is not None`` answers, for the programs of
 :mod:`feds.regex_program`, reading each character of ``s`` once. Its states are sets of program
-positions (the subset construction), built only when the input first needs them and kept in a
-cache, so a string over a few characters runs through a handful of dictionary look-ups per
-character. Building one transition visits each instruction at most once and runs each
-one-character test at most once, so a search costs at most ``2 * (len(s) + 1) * len(program)``
-steps however the regex is written (``work`` counts them): there is no backtracking.
+positions (the subset construction, as bit masks: bit ``pc``), built only when the input first
+needs them and kept in a cache, so a warm search is one dictionary look-up per character.
+Building one transition visits each instruction at most once (a kernel's character tests, taken
+in one operation, count once more) and runs each one-character test at most once per
+character, so a search costs at most ``3 * (len(s) + 1) * len(program)`` steps however the
+regex is written (``work`` counts them): there is no backtracking.
 
 A state is a *kernel* (the positions reached by the last character read) together with what
 zero-width assertions need to know about that character (start of string, newline, word

@@ -12,8 +12,8 @@ search with it; both ways answer exactly what ``re.search(source, s) is not None
   positions ``re`` tries each path at most once, and a path is at most ``len(program)``
   instructions long, so a search costs at most
   ``(len(s) + 1) * MAX_BACKTRACKING_PATHS * len(program)`` steps;
-* any other regex runs on the lazily built DFA of :mod:`feds.regex_dfa`, which visits at most
-  ``2 * len(program)`` instructions per character of ``s``.
+* any other regex runs on the lazily built DFA of :mod:`feds.regex_dfa`, which takes at most
+  ``3 * len(program)`` steps per character of ``s``.
 
 ``len(program)`` is at most :data:`~feds.regex_program.MAX_REGEX_STATES`. Refused, with
 :class:`~feds.regex_program.RegexRefused` naming the construct: backreferences, conditional
