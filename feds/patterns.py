@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from feds.regex_safety import regex_hazard
+from feds.regex_safety import RegexRefused, compile_search
 from feds.values import FrozenDict, Record, Symbol, Value, exact_equal, exact_key, sort_key
 
 Path: TypeAlias = tuple
@@ -208,16 +208,17 @@ class Range(Check):
 
 
 class Regex(Check):
-    """``<regex "src">``: a string in which ``re.search(src, s)`` finds a match."""
+    """``<regex "src">``: a string in which ``re.search(src, s)`` finds a match (found in
+    linear time by :func:`feds.regex_safety.compile_search`)."""
 
     __slots__ = ("_search", "source")
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self._search = re.compile(source).search
+        self._search = compile_search(source).search
 
     def __call__(self, x: Any) -> bool:
-        return isinstance(x, str) and self._search(x) is not None
+        return isinstance(x, str) and self._search(x)
 
     def _key(self) -> tuple:
         return (self.source,)
@@ -371,18 +372,11 @@ def _check_regex(p: Record, ppath: tuple) -> Regex:
     if source.__class__ is not str:
         raise PatternError(f"regex source must be a string, got {_show(source)}", ppath)
     try:
-        regex = Regex(source)
+        return Regex(source)
     except re.error as exc:
         raise PatternError(f"invalid regex {source!r}: {exc}", ppath) from None
-    _refuse_slow_regex(source, ppath)
-    return regex
-
-
-def _refuse_slow_regex(source: str, ppath: tuple) -> None:
-    """Patterns come from the network: refuse a regex that may backtrack exponentially."""
-    hazard = regex_hazard(source)
-    if hazard is not None:
-        raise PatternError(f"regex {source!r} refused: {hazard}", ppath)
+    except RegexRefused as exc:
+        raise PatternError(f"regex {source!r} refused: {exc}", ppath) from None
 
 
 def _check_type(p: Record, ppath: tuple) -> TypeCheck:
@@ -576,12 +570,4 @@ def _match(p: Any, v: Any, captures: list, ppath: tuple) -> bool:
             return False
         return hi is None or (v <= hi if hi_inc else v < hi)
     # regex
-    source = fields[0]
-    if source.__class__ is not str:
-        raise PatternError(f"regex source must be a string, got {_show(source)}", ppath)
-    try:
-        compiled = re.compile(source)
-    except re.error as exc:
-        raise PatternError(f"invalid regex {source!r}: {exc}", ppath) from None
-    _refuse_slow_regex(source, ppath)
-    return isinstance(v, str) and compiled.search(v) is not None
+    return _check_regex(p, ppath)(v)

@@ -8,23 +8,16 @@ import gc
 import logging
 import weakref
 from collections.abc import Callable
-from functools import partial
 
 import pytest
 import trio
 
 from feds import client
-from feds.actor import Actor, Ref, Turn
 from feds.codec import encode_frame
-from feds.dataspace import observe
-from feds.driver import Driver
 from feds.limits import NetLimits
-from feds.relay import CLIENT, PROTOCOL_VERSION, Hello, Relay
-from feds.runtime import NodeRuntime
-from feds.syntax import parse_pattern
-from feds.transport import pump
+from feds.relay import CLIENT, PROTOCOL_VERSION, Hello
 from feds.values import FrozenDict, record
-from tests.recording import Recorder
+from tests.net_helpers import start_node, watch_over
 from tests.test_backpressure import DeafStream, slow_tcp
 
 FAST = NetLimits(
@@ -43,15 +36,6 @@ async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> No
     with trio.fail_after(timeout):
         while not condition():
             await trio.sleep(0.005)
-
-
-async def start_node(
-    nursery: trio.Nursery, limits: NetLimits = FAST, name: str = "n"
-) -> tuple[NodeRuntime, int]:
-    driver = Driver()
-    nursery.start_soon(driver.run)
-    runtime = NodeRuntime(driver.scheduler, name, "observer-flood", limits=limits)
-    return runtime, await nursery.start(runtime.serve, "127.0.0.1", 0)
 
 
 def hello_frame(name: str = "raw") -> bytes:
@@ -98,7 +82,7 @@ def no_log_records():
 async def test_a_closed_client_connection_leaves_no_relay_actor_or_buffer_behind(
     nursery: trio.Nursery, no_log_records: None
 ) -> None:
-    runtime, port = await start_node(nursery)
+    runtime, port = await start_node(nursery, FAST)
     async with client.connect(f"127.0.0.1:{port}", name="leaver") as ds:
         ds.assert_(record("present", "leaver"))
         await ds.sync()
@@ -113,7 +97,7 @@ async def test_a_closed_client_connection_leaves_no_relay_actor_or_buffer_behind
 async def test_a_connection_that_sent_part_of_a_big_frame_releases_its_buffer(
     nursery: trio.Nursery, no_log_records: None
 ) -> None:
-    runtime, port = await start_node(nursery)
+    runtime, port = await start_node(nursery, FAST)
     stream = await raw(port)
     await stream.send_all(hello_frame() + (4 * 2**20).to_bytes(4, "big") + b"\x00" * 2**20)
     await eventually(lambda: len(runtime.relays) == 1)
@@ -128,13 +112,13 @@ async def test_a_connection_that_sent_part_of_a_big_frame_releases_its_buffer(
 
 
 async def test_a_connection_that_never_says_hello_is_closed(nursery: trio.Nursery) -> None:
-    _, port = await start_node(nursery)
+    _, port = await start_node(nursery, FAST)
     stream = await raw(port)
     assert b"no handshake within 1.5 s" in await read_until_closed(stream)
 
 
 async def test_a_frame_sent_one_byte_at_a_time_is_closed(nursery: trio.Nursery) -> None:
-    _, port = await start_node(nursery)
+    _, port = await start_node(nursery, FAST)
     stream = await raw(port)
     await stream.send_all(hello_frame() + (100).to_bytes(4, "big"))
     received = b""
@@ -196,7 +180,7 @@ def test_limits_are_checked() -> None:
 
 async def test_a_silent_far_side_is_cut_by_the_keepalive(nursery: trio.Nursery) -> None:
     """A peer that completed its handshake, then fell silent (SIGSTOP looks like this)."""
-    _, port = await start_node(nursery)
+    _, port = await start_node(nursery, FAST)
     stream = await raw(port)
     await stream.send_all(hello_frame())
     data = await read_until_closed(stream)
@@ -204,7 +188,7 @@ async def test_a_silent_far_side_is_cut_by_the_keepalive(nursery: trio.Nursery) 
 
 
 async def test_an_idle_but_live_client_is_kept(nursery: trio.Nursery) -> None:
-    runtime, port = await start_node(nursery)
+    runtime, port = await start_node(nursery, FAST)
     async with client.connect(f"127.0.0.1:{port}", limits=FAST) as ds:
         await trio.sleep(4 * FAST.keepalive_timeout)  # idle for longer than the timeout
         await ds.sync()
@@ -220,24 +204,10 @@ async def test_a_watcher_that_stops_reading_is_cut_and_the_node_serves_the_other
     """``feds watch TAIL '<msg $i>' | sleep 1000`` with a publisher: the node keeps reading the
     publisher and cuts the watcher at ``client_max_backlog`` (``tests/test_slow_client.py``
     shows the other clients are served meanwhile)."""
-    runtime, port = await start_node(nursery)
-    driver = Driver()
-    nursery.start_soon(driver.run)
-    subscribed = trio.Event()
-
-    def ready(turn: Turn, hello: Hello, access: Ref) -> None:
-        watcher = Ref(Actor(driver.scheduler, "watch").root, Recorder())
-        turn.publish(access, observe(parse_pattern("<msg $p>")[0], watcher))
-        turn.sync(access, lambda t: subscribed.set())
-
+    runtime, port = await start_node(nursery, FAST)
     stream = DeafStream(await slow_tcp(port))
-    alive = NetLimits(keepalive_interval=0.1, keepalive_timeout=100)  # sends, never complains
-    relay = Relay(driver.scheduler, "deaf", CLIENT, on_ready=ready)
-    nursery.start_soon(partial(pump, stream, relay, limits=alive))
-    with trio.fail_after(10):
-        await subscribed.wait()
+    _, to_deaf = await watch_over(nursery, runtime, stream, "<msg $p>", "deaf")
     stream.deaf = True
-    (to_deaf,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "deaf"]
 
     async with client.connect(f"127.0.0.1:{port}", name="publisher") as pub:
         payload = b"x" * 8192

@@ -7,21 +7,12 @@ bound (``client_max_backlog``) with a reason the watcher receives once it reads 
 
 from __future__ import annotations
 
-from functools import partial
-
 import trio
 
 from feds import client
-from feds.actor import Actor, Ref, Turn
-from feds.dataspace import observe
-from feds.driver import Driver
 from feds.limits import NetLimits
-from feds.relay import CLIENT, Hello, Relay
-from feds.runtime import NodeRuntime
-from feds.syntax import parse_pattern
-from feds.transport import pump
 from feds.values import record
-from tests.recording import Recorder
+from tests.net_helpers import start_node, watch_over
 from tests.test_backpressure import SlowStream, slow_tcp
 
 LIMITS = NetLimits(stall_timeout=30.0, client_max_backlog=1024 * 1024)
@@ -51,32 +42,12 @@ class GatedStream(SlowStream):
 async def test_a_watcher_that_stops_reading_is_cut_alone_and_the_other_clients_are_served(
     nursery: trio.Nursery,
 ) -> None:
-    node_driver = Driver()
-    nursery.start_soon(node_driver.run)
-    runtime = NodeRuntime(node_driver.scheduler, "n", "observer-flood", limits=LIMITS)
-    port = await nursery.start(runtime.serve, "127.0.0.1", 0)
-
+    runtime, port = await start_node(nursery, LIMITS)
     # The watcher subscribes, then stops reading (``feds watch n '<msg $i $p>' | sleep 1000``).
-    driver = Driver()
-    nursery.start_soon(driver.run)
-    subscribed = trio.Event()
-
-    def ready(turn: Turn, hello: Hello, access: Ref) -> None:
-        watcher = Ref(Actor(driver.scheduler, "watch").root, Recorder())
-        turn.publish(access, observe(parse_pattern("<msg $i $p>")[0], watcher))
-        turn.sync(access, lambda t: subscribed.set())
-
     stream = GatedStream((await slow_tcp(port)).inner)
     stream.reading.set()
-    alive = NetLimits(keepalive_interval=0.1, keepalive_timeout=100)  # sends, never complains
-    watcher = Relay(driver.scheduler, "watcher", CLIENT, on_ready=ready)
-    nursery.start_soon(partial(pump, stream, watcher, limits=alive))
-    with trio.fail_after(10):
-        await subscribed.wait()
+    watcher, to_watcher = await watch_over(nursery, runtime, stream, "<msg $i $p>", "watcher")
     stream.reading = trio.Event()
-    (to_watcher,) = [
-        r for r in runtime.relays if r.remote_hello and r.remote_hello.name == "watcher"
-    ]
 
     payloads = [i.to_bytes(4, "big") * (PAYLOAD // 4) for i in range(MESSAGES)]
     flooding = True

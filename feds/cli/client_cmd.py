@@ -7,6 +7,7 @@ Exit codes: 0 done, 1 failed (cannot connect, timed out, too few events), 2 bad 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import ssl
@@ -39,41 +40,22 @@ TIMEOUT_HELP = "give up after this many seconds without an answer (default %(def
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "assert",
-        help="assert values until Ctrl-C (or --for SECONDS)",
-        description="Assert each VALUE at the node at ADDR and hold the assertions until "
-        "Ctrl-C or --for SECONDS; they are retracted when the command ends.",
-        epilog="example: feds assert 127.0.0.1:7401 '<present \"Alice\">' --for 30",
-    )
-    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p = _subcommand(sub, _assert, "feds assert 127.0.0.1:7401 '<present \"Alice\">' --for 30")
     p.add_argument("values", metavar="VALUE", nargs="+", help="values in the text syntax")
     p.add_argument("--for", dest="seconds", type=float, help="hold for this many seconds")
     p.add_argument("--reconnect", action="store_true", help=RECONNECT_HELP)
     _common(p, _assert)
 
-    p = sub.add_parser(
-        "send",
-        help="send a message",
-        description="Send VALUE as a message to every matching observer in the overlay, and "
-        "wait until it has reached every node.",
-        epilog='example: feds send 127.0.0.1:7401 \'<speak "Alice" "hello">\'',
-    )
-    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p = _subcommand(sub, _send, 'feds send 127.0.0.1:7401 \'<speak "Alice" "hello">\'')
     p.add_argument("value", metavar="VALUE", help="a value in the text syntax")
     _common(p, _send)
 
-    p = sub.add_parser(
-        "watch",
-        help="print events matching a pattern as they happen",
-        description="Observe PATTERN at the node at ADDR and print one line per event: "
-        "'+ [captures]' when a match appears, '- [captures]' when it goes, '! [captures]' "
-        "for a message. Lines are flushed as they happen, so the output can be piped.",
-        epilog="examples:\n  feds watch 127.0.0.1:7402 '<temp $room $v>'\n"
-        "  feds watch 127.0.0.1:7402 '<speak $who $text:string>' --json --count 3",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = _subcommand(
+        sub,
+        _watch,
+        "feds watch 127.0.0.1:7402 '<temp $room $v>'",
+        "feds watch 127.0.0.1:7402 '<speak $who $text:string>' --json --count 3",
     )
-    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
     p.add_argument("pattern", metavar="PATTERN", help="a pattern in the text syntax")
     p.add_argument("--json", action="store_true", help="print JSON lines instead")
     p.add_argument("--count", type=int, help="exit (0) after this many events")
@@ -88,27 +70,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _common(p, _watch, timeout=False)
 
-    p = sub.add_parser(
-        "query",
-        help="print every current match of a pattern, then exit",
-        description="Print every match of PATTERN among the assertions made anywhere in the "
-        "overlay before the query began (a federated sync makes sure every node answered).",
-        epilog="example: feds query 127.0.0.1:7400 '<present $who>'",
-    )
-    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p = _subcommand(sub, _query, "feds query 127.0.0.1:7400 '<present $who>'")
     p.add_argument("pattern", metavar="PATTERN", help="a pattern in the text syntax")
     p.add_argument("--json", action="store_true", help="print JSON lines instead")
     _common(p, _query)
 
-    p = sub.add_parser(
-        "status",
-        help="print a node's figures",
-        description="Print the figures of the node at ADDR: assertions in its fragment, "
-        "handlers in its index, neighbours, and per connection packets, events and bytes.",
-    )
-    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    p = _subcommand(sub, _status)
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p, _status)
+
+
+def _subcommand(
+    sub: argparse._SubParsersAction, handler, *examples: str
+) -> argparse.ArgumentParser:
+    """The parser of the command ``handler`` runs (``_send``: ``feds send``), with the node's
+    address as its first argument. The handler's docstring gives the one-line summary (its
+    first line) and the description (the rest); the examples are the epilog."""
+    summary, _, description = inspect.getdoc(handler).partition("\n\n")
+    several = len(examples) > 1  # one per line, so the epilog must not be re-wrapped
+    epilog = ("examples:\n  " if several else "example: ") + "\n  ".join(examples)
+    p = sub.add_parser(
+        handler.__name__.lstrip("_"),
+        help=summary,
+        description=" ".join(description.split()),
+        epilog=epilog if examples else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter if several else argparse.HelpFormatter,
+    )
+    p.add_argument("address", metavar="ADDR", help="HOST:PORT of a node")
+    return p
 
 
 def _common(p: argparse.ArgumentParser, func, timeout: bool = True) -> None:
@@ -165,6 +154,11 @@ def _run(args: argparse.Namespace, main) -> int:
 
 
 def _assert(args: argparse.Namespace) -> int:
+    """assert values until Ctrl-C (or --for SECONDS)
+
+    Assert each VALUE at the node at ADDR and hold the assertions until Ctrl-C or --for
+    SECONDS; they are retracted when the command ends.
+    """
     values = [value_arg(v) for v in args.values]
 
     async def main() -> int:
@@ -184,6 +178,11 @@ def _assert(args: argparse.Namespace) -> int:
 
 
 def _send(args: argparse.Namespace) -> int:
+    """send a message
+
+    Send VALUE as a message to every matching observer in the overlay, and wait until it has
+    reached every node.
+    """
     value = value_arg(args.value)
 
     async def main() -> int:
@@ -208,6 +207,12 @@ def _line(event: client.Event, as_json: bool, with_kind: bool = True) -> str:
 
 
 def _watch(args: argparse.Namespace) -> int:
+    """print events matching a pattern as they happen
+
+    Observe PATTERN at the node at ADDR and print one line per event: '+ [captures]' when a
+    match appears, '- [captures]' when it goes, '! [captures]' for a message. Lines are flushed
+    as they happen, so the output can be piped.
+    """
     pattern = pattern_arg(args.pattern)
     if args.count is not None and args.count < 1:
         raise UsageError("--count must be at least 1")
@@ -238,6 +243,11 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
+    """print every current match of a pattern, then exit
+
+    Print every match of PATTERN among the assertions made anywhere in the overlay before the
+    query began (a federated sync makes sure every node answered).
+    """
     pattern = pattern_arg(args.pattern)
 
     async def main() -> int:
@@ -251,6 +261,12 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    """print a node's figures
+
+    Print the figures of the node at ADDR: assertions in its fragment, handlers in its index,
+    neighbours, and per connection packets, events and bytes.
+    """
+
     async def main() -> int:
         answer = await client.status(args.address, args.timeout, _secrets(args), _tls(args))
         data = figures(answer)
