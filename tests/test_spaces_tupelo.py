@@ -88,12 +88,20 @@ def test_pot_semantics_match_the_reference(template, tuple_, expected) -> None:
         ([{"type": "float"}], "unknown type 'float'"),
         ([{"range": [1, "a"]}], "bad value for range"),
         ([{"regex": "("}], "invalid regex"),
+        ([{"regex": "(a)\\1"}], "invalid regex.*backreference"),
         ("x", "a list or a dict"),
     ],
 )
 def test_templates_tupelo_refuses_are_refused(template, message) -> None:
     with pytest.raises(PotError, match=message):
         Pot(template)
+
+
+def test_a_backtracking_regex_template_runs_in_linear_time() -> None:
+    # Templates come from clients: under re's backtracking this search would take hours.
+    pot = Pot([{"regex": "(a+)+$"}, {"regex": "a*a*b"}])
+    assert not pot.matches(["a" * 3000 + "!", "a" * 3000])
+    assert pot.matches(["a\nb", "ab"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 from feds import pattern_forms as pf
+from feds.regex_program import RegexRefused
+from feds.regex_safety import compile_search
 from feds.values import FrozenDict, Value, exact_key
 
 SPECIFIERS = ("value", "set", "type", "range", "regex")
@@ -117,11 +119,13 @@ def _comparable(a: Any, b: Any) -> bool:
     return (_num(a) and _num(b)) or (isinstance(a, str) and isinstance(b, str))
 
 
-def ruby_regex(source: str) -> re.Pattern:
-    """A Ruby regex source as a Python regex (``^``/``$`` per line, ``\\z`` the very end)."""
+def ruby_regex(source: str) -> Callable[[str], bool]:
+    """A Ruby regex source as a search over Python strings (``^``/``$`` per line, ``\\z`` the
+    very end), run by the linear-time matcher that pattern regexes use: templates come from
+    clients, and ``re``'s backtracking would let one template block the space's server."""
     try:
-        return re.compile(source.replace(r"\z", r"\Z"), re.MULTILINE)
-    except re.error as exc:
+        return compile_search("(?m)" + source.replace(r"\z", r"\Z")).search
+    except (re.error, RegexRefused) as exc:
         raise PotError(f"invalid regex {source!r}: {exc}") from None
 
 
@@ -163,8 +167,8 @@ class Column:
             return lambda x: _in_range(x, lo, hi, exclusive)
         if not isinstance(arg, str):
             raise PotError(f"regex takes a string at {where}, got {arg!r}")
-        search = ruby_regex(arg).search
-        return lambda x: isinstance(x, str) and search(x) is not None
+        search = ruby_regex(arg)
+        return lambda x: isinstance(x, str) and search(x)
 
     def __call__(self, x: Any) -> bool:
         return all(test(x) for test in self.tests)
