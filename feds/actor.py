@@ -253,7 +253,11 @@ class Turn:
 
     def message(self, ref: Ref, value: Value) -> None:
         """Send ``value`` to ``ref`` as a message (delivered once, never retained)."""
-        self._send(ref, (_MESSAGE, ref, value, None))
+        target = ref.actor
+        if target is self._target and target is not self.actor:  # one more for that batch
+            self._batch.append((_MESSAGE, ref, value, None))  # type: ignore[union-attr]
+        else:
+            self._send(ref, (_MESSAGE, ref, value, None))
 
     def sync(self, ref: Ref, callback: TurnAction) -> None:
         """Run ``callback`` in a later turn, after ``ref`` has processed every earlier event."""
