@@ -12,7 +12,9 @@ stop (:meth:`Turn.stop`, :meth:`Turn.stop_actor`) runs the stop actions.
 
 Delivery keeps the order of events from one turn to one actor, except that retractions are
 applied after the assertions and messages of the same batch ("adds before removes": a
-replacement made in one turn is never seen as a glitch).
+replacement made in one turn is never seen as a glitch). An event an actor sends to one of its
+own *inline* entities (:attr:`Entity.inline`: rule steps such as assertion relays) is handled
+at once, inside the sending turn, instead of in a later one.
 
 Nothing here touches sockets, threads or clocks. :meth:`Scheduler.run_until_idle` drives
 everything deterministically (tests, the simulator); :mod:`feds.driver` runs it under trio.
@@ -49,7 +51,7 @@ class Entity:
     assertion relay, a protocol's delivery) and never touch a dataspace's index directly. Such
     a step used to cost a turn of its own, one per event per rule per hop. Running it where its
     cause ran changes no order between events: every event that takes a path takes the same
-    steps, each now a step earlier (see "Inline rule steps" in ``docs/protocols.md``).
+    steps, each now a step earlier (``docs/protocols.md``, "The node's fast path").
     """
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
