@@ -7,9 +7,11 @@ of events is unchanged (``tests/test_event_order.py`` and the history property c
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from feds.actor import Entity, Handle, Ref, Scheduler, Turn
+from feds.actor import Actor, Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
 from feds.dataspace import Dataspace
 from feds.pattern_forms import bind, rec_group
 from feds.protocols import protocol_names
@@ -85,7 +87,12 @@ def test_events_from_another_actor_still_take_a_turn() -> None:
     assert seen.events == [("!", record("a", 1))]
 
 
-def test_an_inline_step_in_a_stopped_facet_hears_nothing() -> None:
+Setup = Callable[[Turn, Ref, TurnAction], None]
+
+
+def _dataspace_with(setup: Setup) -> tuple[Scheduler, Actor, Ref, Recorder]:
+    """An actor holding a dataspace; ``setup(turn, ds, forward)`` installs the rules under test,
+    where ``forward`` (run in a turn) relays each ``<a x>`` to a recorder as ``<got x>``."""
     sched = Scheduler()
     seen = Recorder()
     refs: dict[str, Ref] = {}
@@ -94,17 +101,25 @@ def test_an_inline_step_in_a_stopped_facet_hears_nothing() -> None:
         ds = refs["ds"] = t.ref(Dataspace())
         target = t.ref(seen)
 
-        def watch(t: Turn) -> None:
+        def forward(t: Turn) -> None:
             relay(t, ds, rec_group(A, [bind()]), lambda c: (target, record("got", c[0])))
 
-        refs["facet"] = t.new_facet(watch)  # type: ignore[assignment]
+        setup(t, ds, forward)
 
     actor = sched.spawn(boot)
     sched.run_until_idle()
+    return sched, actor, refs["ds"], seen
+
+
+def test_an_inline_step_in_a_stopped_facet_hears_nothing() -> None:
+    facets: list[Facet] = []
+    sched, actor, ds, seen = _dataspace_with(
+        lambda t, _ds, forward: facets.append(t.new_facet(forward))
+    )
 
     def act(t: Turn) -> None:
-        t.stop(refs["facet"])  # type: ignore[arg-type]
-        t.message(refs["ds"], record("a", 1))
+        t.stop(facets[0])
+        t.message(ds, record("a", 1))
 
     sched.enqueue(actor, actor.root, act)
     sched.run_until_idle()
@@ -114,27 +129,15 @@ def test_an_inline_step_in_a_stopped_facet_hears_nothing() -> None:
 def test_a_rule_stops_in_the_turn_its_match_goes() -> None:
     """``during`` is a rule step too: its facet (and the relays in it) stop as the match goes,
     so a message arriving in the next turn no longer reaches them, as with one dataspace."""
-    sched = Scheduler()
-    seen = Recorder()
-    refs: dict[str, Ref] = {}
-
-    def boot(t: Turn) -> None:
-        ds = refs["ds"] = t.ref(Dataspace())
-        target = t.ref(seen)
-
-        def while_on(t: Turn) -> None:
-            relay(t, ds, rec_group(A, [bind()]), lambda c: (target, record("got", c[0])))
-
-        during(t, ds, rec_group(Symbol("on"), []), while_on)
-
-    actor = sched.spawn(boot)
-    sched.run_until_idle()
+    sched, actor, ds, seen = _dataspace_with(
+        lambda t, ds, forward: during(t, ds, rec_group(Symbol("on"), []), forward)
+    )
     handle: list[Handle] = []
-    sched.enqueue(actor, actor.root, lambda t: handle.append(t.publish(refs["ds"], record("on"))))
+    sched.enqueue(actor, actor.root, lambda t: handle.append(t.publish(ds, record("on"))))
     sched.run_until_idle()
-    sched.enqueue(actor, actor.root, lambda t: t.message(refs["ds"], record("a", 1)))
+    sched.enqueue(actor, actor.root, lambda t: t.message(ds, record("a", 1)))
     sched.enqueue(actor, actor.root, lambda t: t.retract(handle[0]))
-    sched.enqueue(actor, actor.root, lambda t: t.message(refs["ds"], record("a", 2)))
+    sched.enqueue(actor, actor.root, lambda t: t.message(ds, record("a", 2)))
     sched.run_until_idle()
     assert seen.events == [("!", record("got", 1))]
 
