@@ -177,9 +177,10 @@ MUTANTS = [
     Mutant(
         "sync-no-last-flush",
         "feds/node.py",
-        "                        t.retract(handle)\n"
+        "                        self.fsync_waits.get(service, set()).discard(once)\n"
         "                    self.local_flush(t, then)\n",
-        "                        t.retract(handle)\n                    then(t)\n",
+        "                        self.fsync_waits.get(service, set()).discard(once)\n"
+        "                    then(t)\n",
         "a node answers once its neighbours did, without flushing what their answers brought",
     ),
     Mutant(

@@ -12,7 +12,9 @@ stop (:meth:`Turn.stop`, :meth:`Turn.stop_actor`) runs the stop actions.
 
 Delivery keeps the order of events from one turn to one actor, except that retractions are
 applied after the assertions and messages of the same batch ("adds before removes": a
-replacement made in one turn is never seen as a glitch).
+replacement made in one turn is never seen as a glitch). An event an actor sends to one of its
+own *inline* entities (:attr:`Entity.inline`: rule steps such as assertion relays) is handled
+at once, inside the sending turn, instead of in a later one.
 
 Nothing here touches sockets, threads or clocks. :meth:`Scheduler.run_until_idle` drives
 everything deterministically (tests, the simulator); :mod:`feds.driver` runs it under trio.
@@ -24,7 +26,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from feds.values import Embedded, Value, register_reference_class
 
@@ -40,6 +42,16 @@ class Entity:
     """Something that reacts to assertions, retractions, messages and sync requests.
 
     Subclasses override the ``on_*`` methods. Each runs inside a turn and may act through it.
+    """
+
+    inline: ClassVar[bool] = False
+    """Whether an event its own actor sends it runs at once, inside the sending turn.
+
+    Set by *rule steps*: entities whose handlers only map an event to further events (an
+    assertion relay, a protocol's delivery) and never touch a dataspace's index directly. Such
+    a step used to cost a turn of its own, one per event per rule per hop. Running it where its
+    cause ran changes no order between events: every event that takes a path takes the same
+    steps, each now a step earlier (``docs/protocols.md``, "The node's fast path").
     """
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
@@ -163,7 +175,9 @@ class Turn:
 
     def _send(self, ref: Ref, event: tuple) -> None:
         target = ref.actor
-        if target is self._target:
+        if target is self.actor and ref.entity.inline:
+            self._run_inline(ref, event)
+        elif target is self._target:
             self._batch.append(event)  # type: ignore[union-attr]
         elif self._target is None:
             self._target = target
@@ -176,6 +190,28 @@ class Turn:
                 self._others[target] = [event]
             else:
                 batch.append(event)
+
+    def _run_inline(self, ref: Ref, event: tuple) -> None:
+        """Deliver ``event`` to an inline entity of this actor now, as a turn would later."""
+        facet = ref.facet
+        if not facet.alive:
+            return
+        kind, _ref, payload, handle = event
+        entity = ref.entity
+        saved = self.facet
+        self.facet = facet
+        if kind == _PUBLISH:
+            self.actor.work += 1
+            entity.on_publish(self, payload, handle)
+        elif kind == _MESSAGE:
+            self.actor.work += 1
+            entity.on_message(self, payload)
+        elif kind == _RETRACT:
+            self.actor.work += 1
+            entity.on_retract(self, handle)
+        else:
+            entity.on_sync(self, payload)
+        self.facet = saved
 
     def _batches(self) -> list[tuple[Actor, list[tuple]]]:
         """The events sent so far, per target actor, in the order the targets were first sent to."""
@@ -219,7 +255,11 @@ class Turn:
 
     def message(self, ref: Ref, value: Value) -> None:
         """Send ``value`` to ``ref`` as a message (delivered once, never retained)."""
-        self._send(ref, (_MESSAGE, ref, value, None))
+        target = ref.actor
+        if target is self._target and target is not self.actor:  # one more for that batch
+            self._batch.append((_MESSAGE, ref, value, None))  # type: ignore[union-attr]
+        else:
+            self._send(ref, (_MESSAGE, ref, value, None))
 
     def sync(self, ref: Ref, callback: TurnAction) -> None:
         """Run ``callback`` in a later turn, after ``ref`` has processed every earlier event."""

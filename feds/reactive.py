@@ -37,7 +37,13 @@ def pattern_value(pattern: PatternLike) -> Value:
 
 
 class _During(Entity):
-    """Runs ``on_add`` in a fresh facet per captures vector; stops it when the match goes."""
+    """Runs ``on_add`` in a fresh facet per captures vector; stops it when the match goes.
+
+    A rule step: events from its own actor run inline (:attr:`feds.actor.Entity.inline`), so
+    a rule goes in the turn its match goes, as the relays it set up would see it.
+    """
+
+    inline = True
 
     def __init__(self, on_add: OnCaptures | None, on_msg: OnCaptures | None) -> None:
         self.on_add = on_add
@@ -84,8 +90,11 @@ def on_message(turn: Turn, ds: Ref, pattern: PatternLike, fn: OnCaptures | None 
 class RelayEntity(Entity):
     """An assertion relay's observer: maps each captures vector to an assertion elsewhere.
 
-    Messages go through ``message_transform`` (by default the same ``transform``).
+    Messages go through ``message_transform`` (by default the same ``transform``). A rule
+    step: events from its own actor run inline (:attr:`feds.actor.Entity.inline`).
     """
+
+    inline = True
 
     def __init__(
         self,

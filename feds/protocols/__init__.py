@@ -108,7 +108,10 @@ class Deliveries(Sink):
 
 
 class _Delivering(Entity):
-    """A relay whose matches go to a :class:`Sink` (see :func:`deliver`)."""
+    """A relay whose matches go to a :class:`Sink` (see :func:`deliver`); a rule step that runs
+    inline (:attr:`feds.actor.Entity.inline`)."""
+
+    inline = True
 
     def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
         self.sink = sink
