@@ -56,12 +56,31 @@ async def read_until_closed(stream: trio.SocketStream) -> bytes:
 
 
 async def collected(ref: weakref.ref) -> None:
-    with trio.fail_after(10):
+    with trio.move_on_after(10):
         while True:
             gc.collect()
             if ref() is None:
                 return
             await trio.sleep(0.01)
+    pytest.fail(f"{ref()!r} is still reachable:\n{holders(ref())}")
+
+
+def holders(obj: object, depth: int = 4) -> str:
+    """Who holds ``obj``: its referrers, theirs, ... (a leak test's failure says where to look)."""
+    lines: list[str] = []
+    level = [obj]
+    seen = {id(obj)}
+    for d in range(depth):
+        following = []
+        for held in level:
+            for referrer in gc.get_referrers(held):
+                if id(referrer) in seen or referrer is level or isinstance(referrer, type(gc)):
+                    continue
+                seen.add(id(referrer))
+                following.append(referrer)
+                lines.append("  " * d + f"{type(referrer).__name__}: {repr(referrer)[:160]}")
+        level = following[:20]
+    return "\n".join(lines[:80])
 
 
 # -- defect 5: nothing of a closed connection stays reachable -----------------------------------
