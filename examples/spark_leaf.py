@@ -25,7 +25,7 @@ import argparse
 import sys
 import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import feds.spark
+from feds.background import served_in_thread
 from feds.client import connect
 from feds.runtime import run_overlay
 from feds.spark.session import local_session
@@ -101,31 +102,13 @@ class Watcher:
         self.thread.join(5)
 
 
-@contextmanager
 def own_overlay() -> Any:
     """binary7 running in this process (on a thread), on free ports."""
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            box["overlay"] = await nursery.start(
-                partial(run_overlay, load(BINARY7), any_port=True, tcp_links=True)
-            )
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["stop"] = trio.Event()
-            ready.set()
-            await box["stop"].wait()
-            nursery.cancel_scope.cancel()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    ready.wait(30)
-    try:
-        yield box["overlay"]
-    finally:
-        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
-        thread.join(5)
+    return served_in_thread(
+        lambda nursery: nursery.start(
+            partial(run_overlay, load(BINARY7), any_port=True, tcp_links=True)
+        )
+    )
 
 
 def main() -> None:
