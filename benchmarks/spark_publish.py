@@ -1,10 +1,11 @@
 """Rows per second from a Spark job into a feds overlay, end to end, against two peers.
 
-An overlay (``feds up topology/binary7.toml --any-port``) runs in its own process. This process
-is the Spark driver (``local[2]``); its leaf joins under ``a1`` (:func:`feds.spark.join`), and an
-observer at ``b2``, in the other subtree, counts the rows of ``<bench… $id $name $x>`` as they
-arrive. For each size N, the same rows (``id``, ``"row-<id>"``, ``id / 2``) are published three
-ways, interleaved, ``--reps`` times:
+The overlay is binary7 (``topology/binary7.toml`` on free ports), one ``feds node`` process per
+node. This process is the Spark driver (``local[2]``); its leaf joins under ``a1``
+(:func:`feds.spark.join`), and an observer at ``b2``, in the other subtree, counts the rows of
+``<bench $id $name $x>`` as they arrive (five nodes away). For each size N, the same rows
+(``id``, ``"row-<id>"``, ``id / 2``) are published three ways, ``--reps`` times, interleaved in
+an order that rotates from one repetition to the next:
 
 * **spark**: ``df.write.format("feds")`` (tasks stage at the leaf, the commit publishes all N in
   one turn), timed from ``save()`` until the observer has seen the N-th row (``save s``: until
@@ -14,12 +15,16 @@ ways, interleaved, ``--reps`` times:
 * **noop**: Spark's own ``format("noop")`` sink on the same DataFrame (Spark alone, no overlay).
 
 Between repetitions the rows are withdrawn (and the observer sees them go). Reported: median
-rows/s of each, and the ratios spark/plain (the target is >= 0.7: Spark adds little on top of
-the overlay) and spark/noop (what the overlay costs a Spark job)::
+rows/s of each; spark/plain, the median of the per-repetition ratios (both paths of one
+repetition run back to back under the same machine load) with their range (the target is
+>= 0.7: Spark adds little on top of the overlay); and spark/noop (what the overlay costs a Spark
+job). A line per repetition, and progress every 10 s of a long wait, go to stderr::
 
     .venv/bin/python benchmarks/spark_publish.py                     # 10^4, 10^5, 10^6 rows
-    .venv/bin/python benchmarks/spark_publish.py --sizes 10000 100000 --reps 3
+    .venv/bin/python benchmarks/spark_publish.py --sizes 10000 100000 --reps 5
     .venv/bin/python benchmarks/spark_publish.py --quick             # smoke run: 1000 rows, once
+
+Needs the ``spark`` extra and Java 17 or 21.
 """
 
 from __future__ import annotations
