@@ -19,33 +19,20 @@ from feds.syntax import parse_pattern
 from feds.transport import Backpressure, pump
 from feds.values import Record, Symbol
 from tests.recording import Recorder
+from tests.test_backpressure import SlowStream
 
-ROWS = 6000
-PAYLOAD = b"x" * 100
+ROWS = 1500
+PAYLOAD = b"x" * 500
 """About 0.8 MB in one turn: at the slow reader's pace (below) the parent needs about 4 s."""
 
 
-class TricklingStream(trio.abc.HalfCloseableStream):
-    """A socket stream read 4 KiB at a time with a pause before each read (a busy parent)."""
-
-    def __init__(self, inner: trio.SocketStream) -> None:
-        self.inner = inner
+class TricklingStream(SlowStream):
+    """A socket stream read 4 KiB at a time with a longer pause before each read (a busy
+    parent)."""
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         await trio.sleep(0.02)
         return await self.inner.receive_some(4096)
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def send_eof(self) -> None:
-        await self.inner.send_eof()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def node(nursery: trio.Nursery, name: str, limits: NetLimits) -> NodeRuntime:
