@@ -2,10 +2,12 @@
 
 The job generates sensor readings (``--rows`` of them: a room, an hour and a temperature),
 computes per-room statistics (count, mean, minimum, maximum) and publishes them as the
-publication ``room_stats`` with ``mode("overwrite")``: records ``<room_stats room n mean min
-max>``. A watcher, a plain feds client at another leaf of the tree, prints every change. The job
-then runs again on new readings: the watcher sees each new row arrive *before* the row it
-replaces goes (one turn, additions before removals), never a room missing.
+publication ``room_stats`` with ``mode("overwrite")``: records ``<room_stats room run n mean
+min max>`` (``run`` numbers the job's runs, so a re-run replaces every row even where the
+statistics come out the same). A watcher, a plain feds client at another leaf of the tree,
+prints every change. The job then runs again on new readings: the watcher sees each new row
+arrive *before* the row it replaces goes (one turn, additions before removals), never a room
+missing.
 
 Against an overlay you run yourself::
 
@@ -25,7 +27,7 @@ import argparse
 import sys
 import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import feds.spark
+from feds.background import served_in_thread
 from feds.client import connect
 from feds.runtime import run_overlay
 from feds.spark.session import local_session
@@ -42,13 +45,14 @@ from feds.syntax import format_value
 from feds.topology import load
 
 BINARY7 = Path(__file__).resolve().parent.parent / "topology" / "binary7.toml"
-STATS = "<room_stats $room $n $mean $min $max>"
+STATS = "<room_stats $room $run $n $mean $min $max>"
 ROOMS = ["attic", "cellar", "hall", "kitchen"]
 DEADLINE = 60.0
 
 
 def room_stats(spark: Any, rows: int, seed: int) -> Any:
-    """Per-room statistics of ``rows`` generated readings (``seed`` changes the readings)."""
+    """Per-room statistics of ``rows`` generated readings (``seed`` changes the readings and
+    numbers the run)."""
     from pyspark.sql import functions as F
 
     rooms = F.array(*[F.lit(room) for room in ROOMS])
@@ -56,12 +60,13 @@ def room_stats(spark: Any, rows: int, seed: int) -> Any:
         F.element_at(rooms, (F.col("id") % len(ROOMS) + 1).cast("int")).alias("room"),
         F.round(12 + 10 * F.rand(seed) + F.col("id") % len(ROOMS), 2).alias("celsius"),
     )
-    return readings.groupBy("room").agg(
+    stats = readings.groupBy("room").agg(
         F.count("*").alias("n"),
         F.round(F.avg("celsius"), 2).alias("mean"),
         F.min("celsius").alias("min"),
         F.max("celsius").alias("max"),
     )
+    return stats.select("room", F.lit(seed).alias("run"), "n", "mean", "min", "max")
 
 
 class Watcher:
@@ -101,31 +106,13 @@ class Watcher:
         self.thread.join(5)
 
 
-@contextmanager
 def own_overlay() -> Any:
     """binary7 running in this process (on a thread), on free ports."""
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            box["overlay"] = await nursery.start(
-                partial(run_overlay, load(BINARY7), any_port=True, tcp_links=True)
-            )
-            box["token"] = trio.lowlevel.current_trio_token()
-            box["stop"] = trio.Event()
-            ready.set()
-            await box["stop"].wait()
-            nursery.cancel_scope.cancel()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    ready.wait(30)
-    try:
-        yield box["overlay"]
-    finally:
-        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
-        thread.join(5)
+    return served_in_thread(
+        lambda nursery: nursery.start(
+            partial(run_overlay, load(BINARY7), any_port=True, tcp_links=True)
+        )
+    )
 
 
 def main() -> None:

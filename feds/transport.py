@@ -171,8 +171,15 @@ class Backpressure:
             await self._drained.wait()
         return waited
 
+    def progressed(self, link: _Link) -> None:
+        """The far side of ``link`` took bytes: a congested link is slow, not stalled, so its
+        stall clock starts again."""
+        if link in self._congested:
+            self._congested[link] = trio.current_time()
+
     def congested_since(self, link: _Link) -> float | None:
-        """When ``link`` became congested (trio's clock), or None if it is not."""
+        """When ``link`` became congested or last made progress (trio's clock), or None if it
+        is not congested."""
         return self._congested.get(link)
 
 
@@ -378,6 +385,7 @@ class _Link:
         far side if nothing arrived from it for an interval (its ``<pong>`` proves it alive)."""
         relay = self.relay
         started = trio.current_time()
+        sent = relay.stats.bytes_out
         while not relay.closed:
             await trio.sleep(limits.keepalive_interval)
             now = trio.current_time()
@@ -387,8 +395,12 @@ class _Link:
                 relay.close(reason)
                 return
             # A paused reader pings too: the far side hears from us although we do not read it.
-            if not self.reading or now - self.last_read >= limits.keepalive_interval:
+            # So does a side that sent nothing for an interval while busy reading a flood: the
+            # far side's own pings wait behind that flood, so our pongs would come too late.
+            quiet = relay.stats.bytes_out == sent
+            if quiet or not self.reading or now - self.last_read >= limits.keepalive_interval:
                 relay.ping()
+            sent = relay.stats.bytes_out
 
     def overdue(self, limits: NetLimits, started: float, now: float) -> str | None:
         """Why the link must end now (a timeout of ``limits`` expired), or None."""
@@ -434,6 +446,24 @@ class _Link:
             except BlockingIOError:  # a spurious wakeup
                 await trio.lowlevel.wait_readable(fd)
 
+    async def _send_socket(self, data: bytes) -> None:
+        """Send ``data`` as the kernel takes it, noting each part the far side took, so that a
+        far side taking a large backlog slowly but steadily is seen making progress (it is
+        slow, not stalled: :meth:`Backpressure.progressed`)."""
+        fd = self.fd
+        assert fd is not None
+        view = memoryview(data)
+        while view:
+            await trio.lowlevel.wait_writable(fd)
+            try:
+                sent = os.write(fd, view)
+            except BlockingIOError:  # a spurious wakeup
+                continue
+            view = view[sent:]
+            self.sending = len(view)
+            if self.backpressure is not None:
+                self.backpressure.progressed(self)
+
     async def write_loop(self) -> None:
         """Send what the kernel did not take at once; return once the relay is closed and
         drained."""
@@ -449,7 +479,10 @@ class _Link:
             if data:
                 self.sending = len(data)
                 try:
-                    await stream.send_all(data)
+                    if self.fd is None:
+                        await stream.send_all(data)
+                    else:
+                        await self._send_socket(data)
                 except _STREAM_ERRORS as e:
                     relay.close(f"connection lost: {e or type(e).__name__}")
                     return
