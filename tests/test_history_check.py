@@ -111,3 +111,18 @@ def test_a_message_with_no_captures_counts() -> None:
     nothing = only(rec_group(A, [DISCARD]))
     assert explain([(10, "!", ())], [nothing], programs, quiet) is None
     assert explain([], [nothing], programs, quiet) is not None
+
+
+def test_a_late_start_is_placed_before_the_senders_next_heard_action() -> None:
+    # E observes <b $> from the start, and <a $> from t=3, after a quiet point: by then s had
+    # asserted <a 1>; s then sends <b 1>. One dataspace: +(1,) (the second observation learns
+    # what s holds), then !(1,). The start may be anywhere after s's first action, and the
+    # actions between that matter nothing to <a $> must not push it after the message.
+    b1 = record("b", 1)
+    programs = {"s": [Action(1, adds=(X,)), Action(4, message=(b1,)), Action(5, removes=(X,))]}
+    instances = [only(rec_group(B, [bind()])), only(opened=3)]
+    quiet = [Checkpoint(2), Checkpoint(20)]
+    ok = [(10, "+", (1,)), (11, "!", (1,)), (12, "-", (1,))]
+    assert explain(ok, instances, programs, quiet) is None
+    retracted_first = [(10, "+", (1,)), (11, "-", (1,)), (12, "!", (1,))]
+    assert explain(retracted_first, instances, programs, quiet) is not None

@@ -341,15 +341,19 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
         p = pos[k]
         relevant = pair.relevant
         if p < 0:
-            # Starting anywhere between two actions that matter to i is the same start, but the
-            # latest is the least constrained: try just before each one, and after all.
+            # Every start in a run of actions that do not matter to i gives i the same events:
+            # take the run's last position (the least constrained for i's own future) and
+            # place what E hears at the run's first (the least constrained for the order of
+            # what E hears from s through its other observations).
             floor = state.floors[_flat(problem, i, k)]
+            if issued < floor:
+                continue
+            earliest = floor
             first = bisect.bisect_left(relevant, floor)
-            for start in (*relevant[first : bisect.bisect_right(relevant, issued)], issued):
-                if start < floor:
-                    continue
+            for start in (*relevant[first : bisect.bisect_left(relevant, issued)], issued):
                 events = _start_events(view, pair.held[start])
-                order = 2 * start + 1
+                order = 2 * earliest + 1
+                earliest = start + 1
                 if events and order < state.hwm[j]:
                     continue
                 yield events, _moved(state, i, k, start, j, order if events else None)
