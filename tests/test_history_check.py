@@ -126,3 +126,19 @@ def test_a_late_start_is_placed_before_the_senders_next_heard_action() -> None:
     assert explain(ok, instances, programs, quiet) is None
     retracted_first = [(10, "+", (1,)), (11, "-", (1,)), (12, "!", (1,))]
     assert explain(retracted_first, instances, programs, quiet) is not None
+
+
+def test_a_sync_starts_its_callers_observations_but_does_not_wait_for_other_senders() -> None:
+    # c observes and syncs; s asserts <a 1> meanwhile. When c's sync returns, c's subscription
+    # has reached s, but s's assertion may still be on its way: E may hear it afterwards.
+    c_observes = [only(opener="c", opened=1)]
+    programs = {"c": [], "s": [Action(3, adds=(X,))]}
+    synced = [Checkpoint(10, "c", 2), Checkpoint(20)]
+    assert explain([(12, "+", (1,))], c_observes, programs, synced) is None
+    assert explain([(8, "+", (1,))], c_observes, programs, synced) is None
+    # What s held when the subscription reached it, though, comes before the sync returns.
+    c_observes_late = [only(opener="c", opened=3)]
+    programs = {"c": [], "s": [Action(1, adds=(X,))]}
+    synced = [Checkpoint(2), Checkpoint(10, "c", 4), Checkpoint(20)]
+    assert explain([(8, "+", (1,))], c_observes_late, programs, synced) is None
+    assert explain([(12, "+", (1,))], c_observes_late, programs, synced) is not None

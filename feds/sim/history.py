@@ -53,6 +53,7 @@ Event = tuple[int, str, tuple]
 
 BUDGET = 5_000
 """States the search may visit before it gives up (and reports that it did)."""
+NO_CEILING = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ def explain(
         0,
         tuple(tuple(-1 for _ in row) for row in pairs),
         tuple(p.floor for row in pairs for p in row),
+        tuple(NO_CEILING for row in pairs for _ in row),
         tuple(False for _ in instances),
         tuple(-1 for _ in senders),
     )
@@ -226,6 +228,9 @@ class _State:
     """Per instance, per pair: -1 before the window starts, else actions seen."""
     floors: tuple[int, ...]
     """Per pair (flattened), the lowest start position still allowed."""
+    ceilings: tuple[int, ...]
+    """Per pair (flattened), :data:`NO_CEILING`, or the highest start position allowed: the
+    window started before a returned sync at a position not yet chosen (so silently)."""
     dead: tuple[bool, ...]
     hwm: tuple[int, ...]
     """Per sender, the order position of the last event heard from it (2k: action k, 2p+1: a
@@ -307,6 +312,7 @@ def _replace(state: _State, **changes: object) -> _State:
         "idx": state.idx,
         "pos": state.pos,
         "floors": state.floors,
+        "ceilings": state.ceilings,
         "dead": state.dead,
         "hwm": state.hwm,
     }
@@ -342,20 +348,21 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
         relevant = pair.relevant
         if p < 0:
             # Every start in a run of actions that do not matter to i gives i the same events:
-            # take the run's last position (the least constrained for i's own future) and
-            # place what E hears at the run's first (the least constrained for the order of
-            # what E hears from s through its other observations).
-            floor = state.floors[_flat(problem, i, k)]
-            if issued < floor:
+            # take the run's last position (the least constrained for i's own future), and
+            # place what E hears at the earliest point of the run that E's history allows.
+            n = _flat(problem, i, k)
+            floor, ceiling = state.floors[n], state.ceilings[n]
+            last = min(issued, ceiling)
+            if last < floor:
                 continue
             earliest = floor
             first = bisect.bisect_left(relevant, floor)
-            for start in (*relevant[first : bisect.bisect_left(relevant, issued)], issued):
+            for start in (*relevant[first : bisect.bisect_left(relevant, last)], last):
                 events = _start_events(view, pair.held[start])
-                order = 2 * earliest + 1
+                order = max(2 * earliest + 1, state.hwm[j] | 1)  # starts have odd orders
                 earliest = start + 1
-                if events and order < state.hwm[j]:
-                    continue
+                if events and (ceiling != NO_CEILING or order > 2 * start + 1):
+                    continue  # a start before a returned sync was heard before it
                 yield events, _moved(state, i, k, start, j, order if events else None)
         else:
             r = bisect.bisect_left(relevant, p)  # actions that do not matter to i are skipped
@@ -407,6 +414,7 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
     """
     quiet = cp.client is None
     floors = list(state.floors)
+    ceilings = list(state.ceilings)
     pos = [list(row) for row in state.pos]
     dead = list(state.dead)
     for i, inst in enumerate(problem.instances):
@@ -426,11 +434,22 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
             n = _flat(problem, i, k)
             issued = cp.issued if caller else cp.time
             target = bisect.bisect_left(problem.times[pair.sender], issued)
-            if pos[i][k] < 0 and whole:
+            # A quiet point, and a sync for its caller's actions, bring a window up to date;
+            # a sync only starts the windows of its caller's observations with other senders.
+            catch_up = quiet or caller
+            if pos[i][k] < 0 and ceilings[n] != NO_CEILING and catch_up:
+                pos[i][k] = min(target, ceilings[n])  # it started before an earlier sync
+                if pos[i][k] < floors[n]:
+                    return None
+            if pos[i][k] < 0 and whole and catch_up:
                 pos[i][k] = max(target, floors[n])
+            elif pos[i][k] < 0 and whole:
+                ceilings[n] = min(ceilings[n], target)
+                if ceilings[n] < floors[n]:
+                    return None
             elif pos[i][k] < 0:
                 floors[n] = max(floors[n], target)
-            elif pos[i][k] < target:
+            elif catch_up and pos[i][k] < target:
                 targets[k] = target
         if not _silent(_view(problem, i, state.pos[i]), _view(problem, i, tuple(pos[i]))):
             return None
@@ -441,6 +460,7 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
         idx=state.idx + 1,
         pos=tuple(tuple(r) for r in pos),
         floors=tuple(floors),
+        ceilings=tuple(ceilings),
         dead=tuple(dead),
     )
 
