@@ -142,3 +142,22 @@ def test_a_sync_starts_its_callers_observations_but_does_not_wait_for_other_send
     synced = [Checkpoint(2), Checkpoint(10, "c", 4), Checkpoint(20)]
     assert explain([(8, "+", (1,))], c_observes_late, programs, synced) is None
     assert explain([(12, "+", (1,))], c_observes_late, programs, synced) is not None
+
+
+def test_a_sync_does_not_order_the_callers_later_actions_before_its_subscription() -> None:
+    # c observes, syncs and, without waiting for the answer, sends <a 1>. The sync's return
+    # says the subscription is in place everywhere, not that it was before c's message: E may
+    # miss the message, or hear it later.
+    c_observes = [only(opener="c", opened=1)]
+    after = {"c": [Action(3, message=(X,))]}
+    synced = [Checkpoint(10, "c", 2), Checkpoint(20)]
+    assert explain([], c_observes, after, synced) is None
+    assert explain([(8, "!", (1,))], c_observes, after, synced) is None
+    assert explain([(12, "!", (1,))], c_observes, after, synced) is None
+    # A message c sent before the sync (right after the Observe) may miss the subscription
+    # too, but if it is heard, it is heard before the sync returns.
+    before = {"c": [Action(2, message=(X,))]}
+    synced = [Checkpoint(10, "c", 3), Checkpoint(20)]
+    assert explain([(8, "!", (1,))], c_observes, before, synced) is None
+    assert explain([], c_observes, before, synced) is None
+    assert explain([(12, "!", (1,))], c_observes, before, synced) is not None

@@ -432,25 +432,27 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
             if not (whole or caller):
                 continue
             n = _flat(problem, i, k)
-            issued = cp.issued if caller else cp.time
-            target = bisect.bisect_left(problem.times[pair.sender], issued)
-            # A quiet point, and a sync for its caller's actions, bring a window up to date;
-            # a sync only starts the windows of its caller's observations with other senders.
-            catch_up = quiet or caller
-            if pos[i][k] < 0 and ceilings[n] != NO_CEILING and catch_up:
-                pos[i][k] = min(target, ceilings[n])  # it started before an earlier sync
-                if pos[i][k] < floors[n]:
-                    return None
-            if pos[i][k] < 0 and whole and catch_up:
-                pos[i][k] = max(target, floors[n])
-            elif pos[i][k] < 0 and whole:
-                ceilings[n] = min(ceilings[n], target)
-                if ceilings[n] < floors[n]:
-                    return None
-            elif pos[i][k] < 0:
-                floors[n] = max(floors[n], target)
-            elif catch_up and pos[i][k] < target:
+            times = problem.times[pair.sender]
+            target = bisect.bisect_left(times, cp.issued if caller else cp.time)
+            lo, hi = floors[n], ceilings[n]
+            # A quiet point, and a sync for its caller's earlier actions, bring a window up to
+            # date. A sync starts the windows of its caller's earlier observations with every
+            # sender somewhere before it returned, at a place the search picks later (silently).
+            if pos[i][k] < 0 and (quiet or caller) and hi < target:
+                pos[i][k] = hi  # started before an earlier sync: now it has caught up
                 targets[k] = target
+            elif pos[i][k] < 0 and quiet:
+                pos[i][k] = max(target, lo)
+            elif pos[i][k] < 0 and whole:
+                hi = min(hi, bisect.bisect_left(times, cp.time))
+                lo = max(lo, target) if caller else lo
+            elif pos[i][k] < 0:
+                lo = max(lo, target)  # starting later, it starts after the caller's actions
+            elif (quiet or caller) and pos[i][k] < target:
+                targets[k] = target
+            if hi < lo:
+                return None
+            floors[n], ceilings[n] = lo, hi
         if not _silent(_view(problem, i, state.pos[i]), _view(problem, i, tuple(pos[i]))):
             return None
         if targets and not _catch_up(problem, i, pos[i], targets):
