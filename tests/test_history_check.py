@@ -161,3 +161,16 @@ def test_a_sync_does_not_order_the_callers_later_actions_before_its_subscription
     assert explain([(8, "!", (1,))], c_observes, before, synced) is None
     assert explain([], c_observes, before, synced) is None
     assert explain([(12, "!", (1,))], c_observes, before, synced) is not None
+
+
+def test_the_events_of_one_turn_of_the_observer_may_come_in_any_order() -> None:
+    # s held <a 2> and <a 3> when E's observation started; t asserts <a 1> meanwhile. A node
+    # may hand E all three in one turn, t's between s's two: E hears them at once.
+    programs = {"s": [Action(1, adds=(Y,)), Action(2, adds=(Z,))], "t": [Action(5, adds=(X,))]}
+    late = [only(opened=4)]
+    quiet = [Checkpoint(3), Checkpoint(20)]
+    one_turn = [(10, "+", (2,)), (10, "+", (1,)), (10, "+", (3,))]
+    assert explain(one_turn, late, programs, quiet) is None
+    # in three turns, what one start of s gave comes apart: no one dataspace does that
+    three_turns = [(10, "+", (2,)), (11, "+", (1,)), (12, "+", (3,))]
+    assert explain(three_turns, late, programs, quiet) is not None

@@ -145,6 +145,7 @@ def explain(
     problem = _Problem(timeline, instances, pairs, times, senders, [_produces(r) for r in pairs])
     start = _State(
         0,
+        frozenset(),
         tuple(tuple(-1 for _ in row) for row in pairs),
         tuple(p.floor for row in pairs for p in row),
         tuple(NO_CEILING for row in pairs for _ in row),
@@ -224,6 +225,9 @@ def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times:
 @dataclass(frozen=True)
 class _State:
     idx: int
+    """The first event (or checkpoint) of the timeline not yet explained."""
+    taken: frozenset[int]
+    """Events after ``idx`` in its turn already explained (one turn's events come together)."""
     pos: tuple[tuple[int, ...], ...]
     """Per instance, per pair: -1 before the window starts, else actions seen."""
     floors: tuple[int, ...]
@@ -271,18 +275,15 @@ def _search(problem: _Problem, state: _State) -> bool:
     if entry[0] == "q":
         after = _checkpoint(problem, state, entry[2], now)
         return after is not None and _search(problem, after)
-    heard = (entry[2], entry[3])
+    turn = _turn(timeline, state)
+    heard = set(turn.values())
     for i in range(len(problem.instances)):
-        if heard not in problem.produces[i]:
+        if heard.isdisjoint(problem.produces[i]):
             continue
         for ready in _silent_closure(problem, state, i, now):
             for events, after in _moves(problem, ready, i, now):
-                n = sum(events.values())
-                if (
-                    n
-                    and _matches(timeline, state.idx, events)
-                    and _search(problem, _replace(after, idx=state.idx + n))
-                ):
+                explained = _explained(timeline, state, turn, events)
+                if explained is not None and _search(problem, _replace(after, **explained)):
                     return True
     return False
 
@@ -310,6 +311,7 @@ def _silent_closure(problem: _Problem, state: _State, i: int, now: int) -> list[
 def _replace(state: _State, **changes: object) -> _State:
     fields = {
         "idx": state.idx,
+        "taken": state.taken,
         "pos": state.pos,
         "floors": state.floors,
         "ceilings": state.ceilings,
@@ -320,12 +322,39 @@ def _replace(state: _State, **changes: object) -> _State:
     return _State(**fields)  # type: ignore[arg-type]
 
 
-def _matches(timeline: list[tuple], idx: int, events: Counter) -> bool:
-    n = sum(events.values())
-    window = timeline[idx : idx + n]
-    if len(window) < n or any(e[0] != "e" for e in window):
-        return False
-    return Counter((e[2], e[3]) for e in window) == events
+def _turn(timeline: list[tuple], state: _State) -> dict[int, tuple[str, tuple]]:
+    """The events of the turn in which ``E`` heard event ``state.idx`` not yet explained."""
+    now = timeline[state.idx][1]
+    turn = {}
+    for n in range(state.idx, len(timeline)):
+        entry = timeline[n]
+        if entry[0] != "e" or entry[1] != now:
+            break
+        if n not in state.taken:
+            turn[n] = (entry[2], entry[3])
+    return turn
+
+
+def _explained(
+    timeline: list[tuple], state: _State, turn: dict[int, tuple[str, tuple]], events: Counter
+) -> dict | None:
+    """``idx`` and ``taken`` once ``events`` are explained, if they are among ``turn``'s
+    events (``E`` hears one turn's events at once, so their order in it does not matter)."""
+    if not events:
+        return None
+    wanted = events.copy()
+    taken = set(state.taken)
+    for n, event in turn.items():
+        if wanted[event] > 0:
+            wanted[event] -= 1
+            taken.add(n)
+    if any(wanted.values()):
+        return None
+    idx = state.idx
+    while idx in taken:
+        taken.discard(idx)
+        idx += 1
+    return {"idx": idx, "taken": frozenset(taken)}
 
 
 def _flat(problem: _Problem, i: int, k: int) -> int:
