@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from feds.pattern_forms import DISCARD, bind, rec_group
+from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
 from feds.sim.shuffle import ShuffledOverlay
 from feds.values import Symbol, record
@@ -81,4 +81,22 @@ def test_a_message_sent_right_after_a_sync_may_miss_the_callers_new_subscription
         scene.observe(c, scene.watchers[0][0], rec_group(A, [bind()]))
         scene.sync(c)
         scene.send(c, record("a", 2))
+        assert not violations(scene), seed
+
+
+def test_a_local_observer_replacing_a_remote_subscription_sees_no_flicker() -> None:
+    # aggregate-subs on two nodes: s at n1 holds <a 1>; an observer of <a 1> at n0 comes and
+    # goes, and one at n1 comes. n1's rule publishing <a 1> for subscribers stopped when n0's
+    # subscription went and restarted for n1's own: the new observer saw + - +.
+    pattern = rec_group(A, [lit(1)])
+    for seed in range(60):
+        scene = Scenario(ShuffledOverlay("aggregate-subs", [0], random.Random(seed)))
+        c, s = scene.attach(0), scene.attach(1)
+        scene.assert_(s, record("a", 1))
+        scene.overlay.run(seed % 7 * 3)
+        key = scene.observe(c, scene.watchers[0][0], pattern)
+        scene.overlay.run(seed % 5 * 3)
+        scene.unobserve(c, key)
+        scene.overlay.run(seed % 3 * 3)
+        scene.observe(s, scene.watchers[1][0], pattern)
         assert not violations(scene), seed
