@@ -104,6 +104,10 @@ class _Pair:
     """Lowest start position allowed by quiet points and syncs before the instance opened."""
     relevant: list[int] = field(default_factory=list)
     """Indices of the actions that change what ``i`` sees (the others are skipped)."""
+    produces: set[tuple[str, tuple]] = field(default_factory=set)
+    """Every ``(kind, captures)`` it could ever give ``E``."""
+    touches: frozenset[tuple] = frozenset()
+    """Every captures vector its actions change or send."""
 
 
 @dataclass
@@ -117,6 +121,8 @@ class _Problem:
     senders: list[object]
     produces: list[set[tuple[str, tuple]]] = field(default_factory=list)
     """Per instance, every ``(kind, captures)`` it could ever give ``E``."""
+    linked: list[list[tuple[int, ...]]] = field(default_factory=list)
+    """Per instance, per pair: the pairs of that instance touching a captures vector it does."""
     visited: set = field(default_factory=set)
     best: int = 0
 
@@ -142,7 +148,11 @@ def explain(
                 pair.floor = _floor(inst, s, checkpoints, times[j])
                 row.append(pair)
         pairs.append(row)
-    problem = _Problem(timeline, instances, pairs, times, senders, [_produces(r) for r in pairs])
+    produces = [set().union(*(p.produces for p in row)) for row in pairs]
+    linked = [
+        [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
+    ]
+    problem = _Problem(timeline, instances, pairs, times, senders, produces, linked)
     start = _State(
         0,
         frozenset(),
@@ -197,19 +207,20 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         held.append(+now)
     if not relevant:
         return None
+    produces: set[tuple[str, tuple]] = set()
+    for changes, sent in deltas:
+        produces.update((kind, c) for c in changes for kind in "+-")
+        if sent is not None:
+            produces.add(("!", sent))
     return _Pair(
-        j, deltas, held, 0, [n for n, (d, sent) in enumerate(deltas) if d or sent is not None]
+        j,
+        deltas,
+        held,
+        0,
+        [n for n, (d, sent) in enumerate(deltas) if d or sent is not None],
+        produces,
+        frozenset(c for _kind, c in produces),
     )
-
-
-def _produces(pairs: list[_Pair]) -> set[tuple[str, tuple]]:
-    out: set[tuple[str, tuple]] = set()
-    for pair in pairs:
-        for changes, sent in pair.deltas:
-            out.update((kind, c) for c in changes for kind in "+-")
-            if sent is not None:
-                out.add(("!", sent))
-    return out
 
 
 def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times: list[int]) -> int:
@@ -257,9 +268,13 @@ def _search(problem: _Problem, state: _State) -> bool:
     """Whether the rest of the timeline can be explained from ``state``.
 
     One step is: some unheard (silent) moves of one instance, then a move of that instance
-    that gives ``E`` the next events. Silent moves of different instances commute and cannot
-    change what another instance gives, so taking them only just before the instance speaks
-    (and at checkpoints) loses no explanation and keeps the search small.
+    that gives ``E`` events of the next turn. A silent move changes no captures vector's
+    presence, only counts, and only of the vectors its pair touches: it commutes with every
+    move of another instance and of a pair touching other vectors, and can always be taken
+    later. So only the silent moves of pairs that share a vector with the speaking pair are
+    taken just before it speaks (the rest wait for their own turn or a checkpoint's catch-up),
+    and a withdrawal (which retracts what is held, the same after any silent move) needs none:
+    no explanation is lost and the search stays small.
     """
     if state in problem.visited:
         return False
@@ -280,25 +295,33 @@ def _search(problem: _Problem, state: _State) -> bool:
     for i in range(len(problem.instances)):
         if heard.isdisjoint(problem.produces[i]):
             continue
-        for ready in _silent_closure(problem, state, i, now):
-            for events, after in _moves(problem, ready, i, now):
-                explained = _explained(timeline, state, turn, events)
-                if explained is not None and _search(problem, _replace(after, **explained)):
-                    return True
+        speakers = [
+            (problem.linked[i][k], (k,), False)
+            for k, pair in enumerate(problem.pairs[i])
+            if not heard.isdisjoint(pair.produces)
+        ]
+        for linked, ks, withdraw in [*speakers, ((), (), True)]:
+            for ready in _silent_closure(problem, state, i, now, linked):
+                for events, after in _moves(problem, ready, i, now, ks, withdraw):
+                    explained = _explained(timeline, state, turn, events)
+                    if explained is not None and _search(problem, _replace(after, **explained)):
+                        return True
     return False
 
 
-def _silent_closure(problem: _Problem, state: _State, i: int, now: int) -> list[_State]:
-    """``state`` and every state reachable from it by silent moves of instance ``i`` (or by the
-    silent withdrawal of an earlier instance of the same Observe)."""
+def _silent_closure(
+    problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...]
+) -> list[_State]:
+    """``state`` and every state reachable from it by silent moves of pairs ``ks`` of instance
+    ``i`` (or by the silent withdrawal of an earlier instance of the same Observe)."""
     seen = {state}
     todo = [state]
     while todo:
         current = todo.pop()
-        candidates = list(_moves(problem, current, i, now))
+        candidates = list(_moves(problem, current, i, now, ks, withdraw=False))
         previous = problem.instances[i].previous
         if previous is not None:
-            candidates += _moves(problem, current, previous, now, withdraw_only=True)
+            candidates += _moves(problem, current, previous, now, (), withdraw=True)
         for events, after in candidates:
             if not events and after not in seen:
                 if len(seen) > BUDGET:
@@ -361,8 +384,9 @@ def _flat(problem: _Problem, i: int, k: int) -> int:
     return sum(len(row) for row in problem.pairs[:i]) + k
 
 
-def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bool = False):
-    """Every next step of instance ``i`` at time ``now``: ``(events it gives E, state after)``."""
+def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...], withdraw: bool):
+    """Every next step at time ``now`` of pairs ``ks`` of instance ``i`` (and its withdrawal if
+    ``withdraw``): ``(events it gives E, state after)``."""
     inst = problem.instances[i]
     if state.dead[i] or inst.opened > now:
         return
@@ -370,7 +394,8 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
         return
     pos = state.pos[i]
     view = _view(problem, i, pos)
-    for k, pair in enumerate(problem.pairs[i] if not withdraw_only else ()):
+    for k in ks:
+        pair = problem.pairs[i][k]
         j = pair.sender
         issued = bisect.bisect_left(problem.times[j], now)
         p = pos[k]
@@ -402,7 +427,7 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
                 if events and order < state.hwm[j]:
                     continue
                 yield events, _moved(state, i, k, action + 1, j, order if events else None)
-    if inst.closed is not None and inst.closed <= now:
+    if withdraw and inst.closed is not None and inst.closed <= now:
         events = Counter(("-", c) for c, n in view.items() if n > 0)
         yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :]))
 
