@@ -296,13 +296,14 @@ def _search(problem: _Problem, state: _State) -> bool:
         if heard.isdisjoint(problem.produces[i]):
             continue
         speakers = [
-            (problem.linked[i][k], (k,), False)
+            (k, problem.linked[i][k])
             for k, pair in enumerate(problem.pairs[i])
             if not heard.isdisjoint(pair.produces)
         ]
-        for linked, ks, withdraw in [*speakers, ((), (), True)]:
-            for ready in _silent_closure(problem, state, i, now, linked):
-                for events, after in _moves(problem, ready, i, now, ks, withdraw):
+        for k, linked in [*speakers, (None, ())]:
+            ks, withdraw = ((), True) if k is None else ((k,), False)
+            for ready in _silent_closure(problem, state, i, now, k, linked):
+                for events, after, _counted in _moves(problem, ready, i, now, ks, withdraw):
                     explained = _explained(timeline, state, turn, events)
                     if explained is not None and _search(problem, _replace(after, **explained)):
                         return True
@@ -310,19 +311,29 @@ def _search(problem: _Problem, state: _State) -> bool:
 
 
 def _silent_closure(
-    problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...]
+    problem: _Problem,
+    state: _State,
+    i: int,
+    now: int,
+    speaker: int | None,
+    linked: tuple[int, ...],
 ) -> list[_State]:
-    """``state`` and every state reachable from it by silent moves of pairs ``ks`` of instance
-    ``i`` (or by the silent withdrawal of an earlier instance of the same Observe)."""
+    """``state`` and every state reachable from it by silent moves of instance ``i``'s pair
+    ``speaker``, by those of its ``linked`` pairs that change counts (one that changes none can
+    always wait), and by the silent withdrawal of an earlier instance of the same Observe."""
     seen = {state}
     todo = [state]
+    others = tuple(k for k in linked if k != speaker)
+    previous = problem.instances[i].previous
     while todo:
         current = todo.pop()
-        candidates = list(_moves(problem, current, i, now, ks, withdraw=False))
-        previous = problem.instances[i].previous
+        candidates = []
+        if speaker is not None:
+            candidates += _moves(problem, current, i, now, (speaker,), withdraw=False)
+        candidates += [m for m in _moves(problem, current, i, now, others, False) if m[2]]
         if previous is not None:
             candidates += _moves(problem, current, previous, now, (), withdraw=True)
-        for events, after in candidates:
+        for events, after, _counted in candidates:
             if not events and after not in seen:
                 if len(seen) > BUDGET:
                     raise _GaveUp
@@ -386,7 +397,7 @@ def _flat(problem: _Problem, i: int, k: int) -> int:
 
 def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...], withdraw: bool):
     """Every next step at time ``now`` of pairs ``ks`` of instance ``i`` (and its withdrawal if
-    ``withdraw``): ``(events it gives E, state after)``."""
+    ``withdraw``): ``(events it gives E, state after, whether it changes i's counts)``."""
     inst = problem.instances[i]
     if state.dead[i] or inst.opened > now:
         return
@@ -417,7 +428,8 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ..
                 earliest = start + 1
                 if events and (ceiling != NO_CEILING or order > 2 * start + 1):
                     continue  # a start before a returned sync was heard before it
-                yield events, _moved(state, i, k, start, j, order if events else None)
+                after = _moved(state, i, k, start, j, order if events else None)
+                yield events, after, bool(pair.held[start])
         else:
             r = bisect.bisect_left(relevant, p)  # actions that do not matter to i are skipped
             if r < len(relevant) and relevant[r] < issued:
@@ -426,10 +438,11 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ..
                 order = 2 * (action + 1)
                 if events and order < state.hwm[j]:
                     continue
-                yield events, _moved(state, i, k, action + 1, j, order if events else None)
+                after = _moved(state, i, k, action + 1, j, order if events else None)
+                yield events, after, bool(pair.deltas[action][0])
     if withdraw and inst.closed is not None and inst.closed <= now:
         events = Counter(("-", c) for c, n in view.items() if n > 0)
-        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :]))
+        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :])), True
 
 
 def _moved(state: _State, i: int, k: int, p: int, j: int, order: int | None) -> _State:
