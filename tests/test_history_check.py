@@ -174,3 +174,13 @@ def test_the_events_of_one_turn_of_the_observer_may_come_in_any_order() -> None:
     # in three turns, what one start of s gave comes apart: no one dataspace does that
     three_turns = [(10, "+", (2,)), (11, "+", (1,)), (12, "+", (3,))]
     assert explain(three_turns, late, programs, quiet) is not None
+
+
+def test_an_observation_withdrawn_before_a_sync_returns_need_not_have_heard_the_caller() -> None:
+    # E observes from the start; s sends <a 1>, the observation is withdrawn, s syncs. When
+    # s's sync returns, the withdrawal may well have overtaken the message: E heard nothing.
+    programs = {"s": [Action(2, message=(X,))]}
+    synced = [Checkpoint(1), Checkpoint(10, "s", 4), Checkpoint(20)]
+    assert explain([], [only(closed=3)], programs, synced) is None
+    # still open when the sync returned: the message has arrived
+    assert explain([], [only(closed=12)], programs, synced) is not None

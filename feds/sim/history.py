@@ -477,7 +477,8 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
 
     What the checkpoint requires that has not happened yet must be possible silently: windows
     not yet started start as late as allowed, started ones catch up (see :func:`_catch_up`),
-    and closed instances holding nothing are withdrawn.
+    and closed instances holding nothing are withdrawn (at a sync, one that cannot meet it
+    may have been withdrawn before; one that can may still be, later, as silently).
     """
     quiet = cp.client is None
     floors = list(state.floors)
@@ -487,43 +488,16 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
     for i, inst in enumerate(problem.instances):
         if inst.opened >= cp.time or dead[i]:
             continue
-        if quiet and inst.closed is not None and inst.closed < cp.time:
-            if any(n > 0 for n in _view(problem, i, state.pos[i]).values()):
-                return None  # closed before the quiet point but never withdrawn
-            dead[i] = True
+        empty = not any(n > 0 for n in _view(problem, i, state.pos[i]).values())
+        closed = inst.closed is not None and inst.closed < cp.time
+        if quiet and closed and not empty:
+            return None  # closed before the quiet point but never withdrawn
+        if not (quiet and closed) and _bring_up(problem, i, cp, pos[i], floors, ceilings):
             continue
-        whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
-        targets: dict[int, int] = {}
-        for k, pair in enumerate(problem.pairs[i]):
-            caller = problem.senders[pair.sender] == cp.client
-            if not (whole or caller):
-                continue
-            n = _flat(problem, i, k)
-            times = problem.times[pair.sender]
-            target = bisect.bisect_left(times, cp.issued if caller else cp.time)
-            lo, hi = floors[n], ceilings[n]
-            # A quiet point, and a sync for its caller's earlier actions, bring a window up to
-            # date. A sync starts the windows of its caller's earlier observations with every
-            # sender somewhere before it returned, at a place the search picks later (silently).
-            if pos[i][k] < 0 and (quiet or caller) and hi < target:
-                pos[i][k] = hi  # started before an earlier sync: now it has caught up
-                targets[k] = target
-            elif pos[i][k] < 0 and quiet:
-                pos[i][k] = max(target, lo)
-            elif pos[i][k] < 0 and whole:
-                hi = min(hi, bisect.bisect_left(times, cp.time))
-                lo = max(lo, target) if caller else lo
-            elif pos[i][k] < 0:
-                lo = max(lo, target)  # starting later, it starts after the caller's actions
-            elif (quiet or caller) and pos[i][k] < target:
-                targets[k] = target
-            if hi < lo:
-                return None
-            floors[n], ceilings[n] = lo, hi
-        if not _silent(_view(problem, i, state.pos[i]), _view(problem, i, tuple(pos[i]))):
+        if not (closed and empty):
             return None
-        if targets and not _catch_up(problem, i, pos[i], targets):
-            return None
+        dead[i] = True
+        pos[i] = list(state.pos[i])
     return _replace(
         state,
         idx=state.idx + 1,
@@ -532,6 +506,59 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
         ceilings=tuple(ceilings),
         dead=tuple(dead),
     )
+
+
+def _bring_up(
+    problem: _Problem,
+    i: int,
+    cp: Checkpoint,
+    pos: list[int],
+    floors: list[int],
+    ceilings: list[int],
+) -> bool:
+    """Bring instance ``i`` (positions ``pos``) to what ``cp`` requires, if it can be done
+    unheard; updates ``pos``, ``floors`` and ``ceilings`` only if it can."""
+    quiet = cp.client is None
+    inst = problem.instances[i]
+    whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
+    before = tuple(pos)
+    row = list(pos)
+    bounds: dict[int, tuple[int, int]] = {}
+    targets: dict[int, int] = {}
+    for k, pair in enumerate(problem.pairs[i]):
+        caller = problem.senders[pair.sender] == cp.client
+        if not (whole or caller):
+            continue
+        n = _flat(problem, i, k)
+        times = problem.times[pair.sender]
+        target = bisect.bisect_left(times, cp.issued if caller else cp.time)
+        lo, hi = floors[n], ceilings[n]
+        # A quiet point, and a sync for its caller's earlier actions, bring a window up to
+        # date. A sync starts the windows of its caller's earlier observations with every
+        # sender somewhere before it returned, at a place the search picks later (silently).
+        if row[k] < 0 and (quiet or caller) and hi < target:
+            row[k] = hi  # started before an earlier sync: now it has caught up
+            targets[k] = target
+        elif row[k] < 0 and quiet:
+            row[k] = max(target, lo)
+        elif row[k] < 0 and whole:
+            hi = min(hi, bisect.bisect_left(times, cp.time))
+            lo = max(lo, target) if caller else lo
+        elif row[k] < 0:
+            lo = max(lo, target)  # starting later, it starts after the caller's actions
+        elif (quiet or caller) and row[k] < target:
+            targets[k] = target
+        if hi < lo:
+            return False
+        bounds[n] = (lo, hi)
+    if not _silent(_view(problem, i, before), _view(problem, i, tuple(row))):
+        return False
+    if targets and not _catch_up(problem, i, row, targets):
+        return False
+    pos[:] = row
+    for n, (lo, hi) in bounds.items():
+        floors[n], ceilings[n] = lo, hi
+    return True
 
 
 def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]) -> bool:
