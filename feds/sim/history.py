@@ -22,19 +22,27 @@ histories this allows:
 * **Per-sender order.** Whatever ``E`` hears because of ``s``'s actions, through any of its
   instances, comes in ``s``'s order (a start at ``p`` counts as between ``s``'s actions ``p`` and
   ``p + 1``); the events one action gives one instance come together (in any order among them).
+  The events ``E`` receives in one turn (one batch, one time stamp) come at once: their order
+  within the turn is free.
 * **Causal order and real time.** Nothing is heard from an action before it was issued, or from an
   instance before it was opened; a withdrawal comes after the Observe was retracted. A *quiet
   point* (the overlay settled) is a barrier: at it every open instance has seen every action
   issued before, every closed one has been withdrawn, and an instance opened later starts after
-  them. A returned *sync* of client ``c`` (``protocols/wire.md``) is a barrier for ``c``'s earlier
-  actions: at that moment every instance that already sees ``c`` has seen them all (and one that
-  starts later starts after them), and every instance ``c`` itself opened before the sync sees
-  every sender.
+  them. A returned *sync* of client ``c`` (``protocols/wire.md``) is a barrier for ``c``'s actions
+  issued before it: at that moment every instance that sees ``c`` has seen them all (one that
+  starts later starts after them; one closed and holding nothing may have been withdrawn
+  instead), and every instance ``c`` itself opened before the sync has started its window with
+  every sender (at a start no later than that sender's last action issued by then, having heard
+  what that start gives) — but not caught up with any other sender, nor with ``c``'s own actions
+  issued after the sync: those may still be on their way, and one sent right after the Observe
+  may even have missed the subscription.
 
 Search: depth-first over the choices (which instance and sender moves next, where windows start),
-guided by the history and memoised on the state; every quiet point pins the state down, so the
-search stays small between quiet points. A history that cannot be explained gets a report naming
-the first event that nothing could produce.
+guided by the history and memoised on the state, with a partial-order reduction (silent moves
+are taken only just before a move that they can change; see :func:`_search`); every quiet point
+pins the state down, so the search stays small between quiet points. A history that cannot be
+explained gets a report naming the first event that nothing could produce; a search that runs
+out of :data:`BUDGET` says so (:data:`GAVE_UP`): undecided, no counterexample.
 """
 
 from __future__ import annotations
@@ -46,13 +54,17 @@ from dataclasses import dataclass, field
 from feds.patterns import match
 from feds.values import Value
 
-__all__ = ["Action", "Checkpoint", "Event", "Instance", "explain"]
+__all__ = ["COUNTEREXAMPLE", "GAVE_UP", "Action", "Checkpoint", "Event", "Instance", "explain"]
 
 Event = tuple[int, str, tuple]
 """``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
 
 BUDGET = 5_000
 """States the search may visit before it gives up (and reports that it did)."""
+GAVE_UP = "the check gave up"
+"""How a report of :func:`explain` starts when the search ran out of :data:`BUDGET`: that is
+no counterexample, only an undecided history."""
+COUNTEREXAMPLE = "no one-dataspace order explains it"
 NO_CEILING = 1 << 62
 
 
@@ -108,6 +120,8 @@ class _Pair:
     """Every ``(kind, captures)`` it could ever give ``E``."""
     touches: frozenset[tuple] = frozenset()
     """Every captures vector its actions change or send."""
+    decrements: bool = False
+    """Whether one of its actions takes a count down."""
 
 
 @dataclass
@@ -133,7 +147,8 @@ def explain(
     programs: dict[object, list[Action]],
     checkpoints: list[Checkpoint],
 ) -> str | None:
-    """None if one dataspace explains ``history`` (see the module docstring), else why not."""
+    """None if one dataspace explains ``history`` (see the module docstring), else why not:
+    a report starting with :data:`COUNTEREXAMPLE`, or with :data:`GAVE_UP` if undecided."""
     senders = list(programs)
     times = [[a.time for a in programs[s]] for s in senders]
     timeline = [("e", t, kind, c) for t, kind, c in history]
@@ -166,8 +181,8 @@ def explain(
         if _search(problem, start):
             return None
     except _GaveUp:
-        return f"no explanation found within {BUDGET} states (stuck at {_where(problem)})"
-    return f"no one-dataspace order explains it: nothing could produce {_where(problem)}"
+        return f"{GAVE_UP} after {BUDGET} states, undecided (stuck at {_where(problem)})"
+    return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
 
 
 def _where(problem: _Problem) -> str:
@@ -220,6 +235,7 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         [n for n, (d, sent) in enumerate(deltas) if d or sent is not None],
         produces,
         frozenset(c for _kind, c in produces),
+        any(n < 0 for changes, _sent in deltas for n in changes.values()),
     )
 
 
@@ -292,22 +308,57 @@ def _search(problem: _Problem, state: _State) -> bool:
         return after is not None and _search(problem, after)
     turn = _turn(timeline, state)
     heard = set(turn.values())
+    tries: list[tuple[int, int | None, bool]] = []
     for i in range(len(problem.instances)):
         if heard.isdisjoint(problem.produces[i]):
             continue
-        speakers = [
-            (k, problem.linked[i][k])
-            for k, pair in enumerate(problem.pairs[i])
-            if not heard.isdisjoint(pair.produces)
-        ]
-        for k, linked in [*speakers, (None, ())]:
-            ks, withdraw = ((), True) if k is None else ((k,), False)
-            for ready in _silent_closure(problem, state, i, now, k, linked):
-                for events, after, _counted in _moves(problem, ready, i, now, ks, withdraw):
-                    explained = _explained(timeline, state, turn, events)
-                    if explained is not None and _search(problem, _replace(after, **explained)):
-                        return True
+        speakers = [k for k, pair in enumerate(problem.pairs[i]) if heard & pair.produces]
+        tries.extend((i, k, False) for k in [*speakers, None])
+        tries.extend((i, k, True) for k in speakers if problem.pairs[i][k].decrements)
+    tries.sort(key=lambda t: t[2])  # every instance's likeliest states before the rest
+    for i, k, exhaustive in tries:
+        ks, withdraw = ((), True) if k is None else ((k,), False)
+        for ready in _ready(problem, state, i, now, k, exhaustive):
+            for events, after, _counted in _moves(problem, ready, i, now, ks, withdraw):
+                explained = _explained(timeline, state, turn, events)
+                if explained is not None and _search(problem, _replace(after, **explained)):
+                    return True
     return False
+
+
+def _ready(
+    problem: _Problem, state: _State, i: int, now: int, speaker: int | None, exhaustive: bool
+):
+    """The states from which pair ``speaker`` of instance ``i`` (None: its withdrawal) may
+    speak next: the likeliest, or (``exhaustive``) every other.
+
+    Only a decrement's events depend on counts (an increment, a start and a withdrawal on
+    which vectors are held, which no silent move changes; a message on nothing): other pairs'
+    silent moves matter only before a pair that decrements speaks. The likeliest states are
+    those after its own silent moves, and after those and all the others can do unheard
+    (where a quiet overlay gets to); the exhaustive ones (which can be many) are tried last.
+    """
+    if exhaustive:
+        linked = problem.linked[i][speaker]  # type: ignore[index]
+        yield from _silent_closure(problem, state, i, now, speaker, linked)
+        return
+    own = _silent_closure(problem, state, i, now, speaker, ())
+    yield from own
+    if speaker is not None and problem.pairs[i][speaker].decrements:
+        others = tuple(k for k in problem.linked[i][speaker] if k != speaker)
+        for ready in own:
+            yield _settled(problem, ready, i, now, others)
+
+
+def _settled(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...]) -> _State:
+    """``state`` after pairs ``ks`` of instance ``i`` took every silent move that changes
+    counts they could, increments first."""
+    while True:
+        moves = [m for m in _moves(problem, state, i, now, ks, False) if m[2] and not m[0]]
+        if not moves:
+            return state
+        total = sum(_view(problem, i, state.pos[i]).values())
+        state = max(moves, key=lambda m: sum(_view(problem, i, m[1].pos[i]).values()) - total)[1]
 
 
 def _silent_closure(
@@ -339,7 +390,9 @@ def _silent_closure(
                     raise _GaveUp
                 seen.add(after)
                 todo.append(after)
-    return list(seen)
+    # Try the states in which the most has happened first: a quiet overlay is where every
+    # history ends, and the most likely explanation of a turn.
+    return sorted(seen, key=lambda s: sum(map(sum, s.pos)) + sum(s.dead), reverse=True)
 
 
 def _replace(state: _State, **changes: object) -> _State:
