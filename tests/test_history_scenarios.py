@@ -21,7 +21,7 @@ from tests.scenario import Scenario
 
 A, B = Symbol("a"), Symbol("b")
 CHAIN = [0, 1]
-SEEDS = range(40)
+SEEDS = range(20)
 
 
 def violations(scene: Scenario) -> list[str]:
