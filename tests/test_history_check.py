@@ -111,3 +111,76 @@ def test_a_message_with_no_captures_counts() -> None:
     nothing = only(rec_group(A, [DISCARD]))
     assert explain([(10, "!", ())], [nothing], programs, quiet) is None
     assert explain([], [nothing], programs, quiet) is not None
+
+
+def test_a_late_start_is_placed_before_the_senders_next_heard_action() -> None:
+    # E observes <b $> from the start, and <a $> from t=3, after a quiet point: by then s had
+    # asserted <a 1>; s then sends <b 1>. One dataspace: +(1,) (the second observation learns
+    # what s holds), then !(1,). The start may be anywhere after s's first action, and the
+    # actions between that matter nothing to <a $> must not push it after the message.
+    b1 = record("b", 1)
+    programs = {"s": [Action(1, adds=(X,)), Action(4, message=(b1,)), Action(5, removes=(X,))]}
+    instances = [only(rec_group(B, [bind()])), only(opened=3)]
+    quiet = [Checkpoint(2), Checkpoint(20)]
+    ok = [(10, "+", (1,)), (11, "!", (1,)), (12, "-", (1,))]
+    assert explain(ok, instances, programs, quiet) is None
+    retracted_first = [(10, "+", (1,)), (11, "-", (1,)), (12, "!", (1,))]
+    assert explain(retracted_first, instances, programs, quiet) is not None
+
+
+def test_a_sync_starts_its_callers_observations_but_does_not_wait_for_other_senders() -> None:
+    # c observes and syncs; s asserts <a 1> meanwhile. When c's sync returns, c's subscription
+    # has reached s, but s's assertion may still be on its way: E may hear it afterwards.
+    c_observes = [only(opener="c", opened=1)]
+    programs = {"c": [], "s": [Action(3, adds=(X,))]}
+    synced = [Checkpoint(10, "c", 2), Checkpoint(20)]
+    assert explain([(12, "+", (1,))], c_observes, programs, synced) is None
+    assert explain([(8, "+", (1,))], c_observes, programs, synced) is None
+    # What s held when the subscription reached it, though, comes before the sync returns.
+    c_observes_late = [only(opener="c", opened=3)]
+    programs = {"c": [], "s": [Action(1, adds=(X,))]}
+    synced = [Checkpoint(2), Checkpoint(10, "c", 4), Checkpoint(20)]
+    assert explain([(8, "+", (1,))], c_observes_late, programs, synced) is None
+    assert explain([(12, "+", (1,))], c_observes_late, programs, synced) is not None
+
+
+def test_a_sync_does_not_order_the_callers_later_actions_before_its_subscription() -> None:
+    # c observes, syncs and, without waiting for the answer, sends <a 1>. The sync's return
+    # says the subscription is in place everywhere, not that it was before c's message: E may
+    # miss the message, or hear it later.
+    c_observes = [only(opener="c", opened=1)]
+    after = {"c": [Action(3, message=(X,))]}
+    synced = [Checkpoint(10, "c", 2), Checkpoint(20)]
+    assert explain([], c_observes, after, synced) is None
+    assert explain([(8, "!", (1,))], c_observes, after, synced) is None
+    assert explain([(12, "!", (1,))], c_observes, after, synced) is None
+    # A message c sent before the sync (right after the Observe) may miss the subscription
+    # too, but if it is heard, it is heard before the sync returns.
+    before = {"c": [Action(2, message=(X,))]}
+    synced = [Checkpoint(10, "c", 3), Checkpoint(20)]
+    assert explain([(8, "!", (1,))], c_observes, before, synced) is None
+    assert explain([], c_observes, before, synced) is None
+    assert explain([(12, "!", (1,))], c_observes, before, synced) is not None
+
+
+def test_the_events_of_one_turn_of_the_observer_may_come_in_any_order() -> None:
+    # s held <a 2> and <a 3> when E's observation started; t asserts <a 1> meanwhile. A node
+    # may hand E all three in one turn, t's between s's two: E hears them at once.
+    programs = {"s": [Action(1, adds=(Y,)), Action(2, adds=(Z,))], "t": [Action(5, adds=(X,))]}
+    late = [only(opened=4)]
+    quiet = [Checkpoint(3), Checkpoint(20)]
+    one_turn = [(10, "+", (2,)), (10, "+", (1,)), (10, "+", (3,))]
+    assert explain(one_turn, late, programs, quiet) is None
+    # in three turns, what one start of s gave comes apart: no one dataspace does that
+    three_turns = [(10, "+", (2,)), (11, "+", (1,)), (12, "+", (3,))]
+    assert explain(three_turns, late, programs, quiet) is not None
+
+
+def test_an_observation_withdrawn_before_a_sync_returns_need_not_have_heard_the_caller() -> None:
+    # E observes from the start; s sends <a 1>, the observation is withdrawn, s syncs. When
+    # s's sync returns, the withdrawal may well have overtaken the message: E heard nothing.
+    programs = {"s": [Action(2, message=(X,))]}
+    synced = [Checkpoint(1), Checkpoint(10, "s", 4), Checkpoint(20)]
+    assert explain([], [only(closed=3)], programs, synced) is None
+    # still open when the sync returned: the message has arrived
+    assert explain([], [only(closed=12)], programs, synced) is not None

@@ -11,7 +11,8 @@ Schema (seed, with an inbox added to ``Sub``, and ``At`` kept as deliveries, not
 * In ``f``, each ``<sub t pat inbox>`` with t ≠ f relays each ``<pub a pat x>`` with a ≠ t as
   ``<at inbox <pub f pat x>>`` (next hop ``t``, previous hop relabelled ``f``).
 * A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat f>`` and receives each
-  ``<pub _ pat x>`` as ``x``.
+  ``<pub _ pat x>`` as ``x`` (its own fragment's matches straight from ``<local pat>``, the same
+  ``x`` as ``<pub f pat x>`` but not stopped and restarted with the rule that makes those).
 * Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network): here
   through the fragment's :class:`~feds.protocols.Deliveries`, without the record.
 
@@ -58,7 +59,14 @@ class AggregateSubs(Protocol):
 
         def local_observer(t: Turn, pat: Value, e: Ref) -> None:
             t.publish(f, Record(SUB, (f, pat, f)))
-            relay(t, f, rec_group(PUB, [DISCARD, lit(pat), bind()]), lambda c: (e, c[0]))
+            # Local matches straight from <local …>, not from this fragment's <pub f pat _>:
+            # those belong to publish_local's facet, which a subscription from elsewhere that
+            # goes just before this one comes stops and restarts (a -/+ pair here). One count
+            # per observation keeps a match held both here and elsewhere one assertion.
+            sink = Deliveries(t.facet)
+            deliver(t, f, rec_group(LOCAL, [pat]), sink, lambda vs: (e, vs))
+            remote = rec_group(PUB, [bind(), lit(pat), bind()])
+            deliver(t, f, remote, sink, lambda c: None if c[0] == f else (e, c[1]))
 
         during(turn, f, rec_group(LOCAL, [rec_group(OBSERVE, [bind(), bind()])]), local_observer)
 

@@ -22,19 +22,27 @@ histories this allows:
 * **Per-sender order.** Whatever ``E`` hears because of ``s``'s actions, through any of its
   instances, comes in ``s``'s order (a start at ``p`` counts as between ``s``'s actions ``p`` and
   ``p + 1``); the events one action gives one instance come together (in any order among them).
+  The events ``E`` receives in one turn (one batch, one time stamp) come at once: their order
+  within the turn is free.
 * **Causal order and real time.** Nothing is heard from an action before it was issued, or from an
   instance before it was opened; a withdrawal comes after the Observe was retracted. A *quiet
   point* (the overlay settled) is a barrier: at it every open instance has seen every action
   issued before, every closed one has been withdrawn, and an instance opened later starts after
-  them. A returned *sync* of client ``c`` (``protocols/wire.md``) is a barrier for ``c``'s earlier
-  actions: at that moment every instance that already sees ``c`` has seen them all (and one that
-  starts later starts after them), and every instance ``c`` itself opened before the sync sees
-  every sender.
+  them. A returned *sync* of client ``c`` (``protocols/wire.md``) is a barrier for ``c``'s actions
+  issued before it: at that moment every instance that sees ``c`` has seen them all (one that
+  starts later starts after them; one closed and holding nothing may have been withdrawn
+  instead), and every instance ``c`` itself opened before the sync has started its window with
+  every sender (at a start no later than that sender's last action issued by then, having heard
+  what that start gives) — but not caught up with any other sender, nor with ``c``'s own actions
+  issued after the sync: those may still be on their way, and one sent right after the Observe
+  may even have missed the subscription.
 
 Search: depth-first over the choices (which instance and sender moves next, where windows start),
-guided by the history and memoised on the state; every quiet point pins the state down, so the
-search stays small between quiet points. A history that cannot be explained gets a report naming
-the first event that nothing could produce.
+guided by the history and memoised on the state, with a partial-order reduction (silent moves
+are taken only just before a move that they can change; see :func:`_search`); every quiet point
+pins the state down, so the search stays small between quiet points. A history that cannot be
+explained gets a report naming the first event that nothing could produce; a search that runs
+out of :data:`BUDGET` says so (:data:`GAVE_UP`): undecided, no counterexample.
 """
 
 from __future__ import annotations
@@ -46,13 +54,18 @@ from dataclasses import dataclass, field
 from feds.patterns import match
 from feds.values import Value
 
-__all__ = ["Action", "Checkpoint", "Event", "Instance", "explain"]
+__all__ = ["COUNTEREXAMPLE", "GAVE_UP", "Action", "Checkpoint", "Event", "Instance", "explain"]
 
 Event = tuple[int, str, tuple]
 """``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
 
 BUDGET = 5_000
 """States the search may visit before it gives up (and reports that it did)."""
+GAVE_UP = "the check gave up"
+"""How a report of :func:`explain` starts when the search ran out of :data:`BUDGET`: that is
+no counterexample, only an undecided history."""
+COUNTEREXAMPLE = "no one-dataspace order explains it"
+NO_CEILING = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,12 @@ class _Pair:
     """Lowest start position allowed by quiet points and syncs before the instance opened."""
     relevant: list[int] = field(default_factory=list)
     """Indices of the actions that change what ``i`` sees (the others are skipped)."""
+    produces: set[tuple[str, tuple]] = field(default_factory=set)
+    """Every ``(kind, captures)`` it could ever give ``E``."""
+    touches: frozenset[tuple] = frozenset()
+    """Every captures vector its actions change or send."""
+    decrements: bool = False
+    """Whether one of its actions takes a count down."""
 
 
 @dataclass
@@ -116,6 +135,8 @@ class _Problem:
     senders: list[object]
     produces: list[set[tuple[str, tuple]]] = field(default_factory=list)
     """Per instance, every ``(kind, captures)`` it could ever give ``E``."""
+    linked: list[list[tuple[int, ...]]] = field(default_factory=list)
+    """Per instance, per pair: the pairs of that instance touching a captures vector it does."""
     visited: set = field(default_factory=set)
     best: int = 0
 
@@ -126,7 +147,8 @@ def explain(
     programs: dict[object, list[Action]],
     checkpoints: list[Checkpoint],
 ) -> str | None:
-    """None if one dataspace explains ``history`` (see the module docstring), else why not."""
+    """None if one dataspace explains ``history`` (see the module docstring), else why not:
+    a report starting with :data:`COUNTEREXAMPLE`, or with :data:`GAVE_UP` if undecided."""
     senders = list(programs)
     times = [[a.time for a in programs[s]] for s in senders]
     timeline = [("e", t, kind, c) for t, kind, c in history]
@@ -141,11 +163,17 @@ def explain(
                 pair.floor = _floor(inst, s, checkpoints, times[j])
                 row.append(pair)
         pairs.append(row)
-    problem = _Problem(timeline, instances, pairs, times, senders, [_produces(r) for r in pairs])
+    produces = [set().union(*(p.produces for p in row)) for row in pairs]
+    linked = [
+        [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
+    ]
+    problem = _Problem(timeline, instances, pairs, times, senders, produces, linked)
     start = _State(
         0,
+        frozenset(),
         tuple(tuple(-1 for _ in row) for row in pairs),
         tuple(p.floor for row in pairs for p in row),
+        tuple(NO_CEILING for row in pairs for _ in row),
         tuple(False for _ in instances),
         tuple(-1 for _ in senders),
     )
@@ -153,8 +181,8 @@ def explain(
         if _search(problem, start):
             return None
     except _GaveUp:
-        return f"no explanation found within {BUDGET} states (stuck at {_where(problem)})"
-    return f"no one-dataspace order explains it: nothing could produce {_where(problem)}"
+        return f"{GAVE_UP} after {BUDGET} states, undecided (stuck at {_where(problem)})"
+    return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
 
 
 def _where(problem: _Problem) -> str:
@@ -194,19 +222,21 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         held.append(+now)
     if not relevant:
         return None
+    produces: set[tuple[str, tuple]] = set()
+    for changes, sent in deltas:
+        produces.update((kind, c) for c in changes for kind in "+-")
+        if sent is not None:
+            produces.add(("!", sent))
     return _Pair(
-        j, deltas, held, 0, [n for n, (d, sent) in enumerate(deltas) if d or sent is not None]
+        j,
+        deltas,
+        held,
+        0,
+        [n for n, (d, sent) in enumerate(deltas) if d or sent is not None],
+        produces,
+        frozenset(c for _kind, c in produces),
+        any(n < 0 for changes, _sent in deltas for n in changes.values()),
     )
-
-
-def _produces(pairs: list[_Pair]) -> set[tuple[str, tuple]]:
-    out: set[tuple[str, tuple]] = set()
-    for pair in pairs:
-        for changes, sent in pair.deltas:
-            out.update((kind, c) for c in changes for kind in "+-")
-            if sent is not None:
-                out.add(("!", sent))
-    return out
 
 
 def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times: list[int]) -> int:
@@ -222,10 +252,16 @@ def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times:
 @dataclass(frozen=True)
 class _State:
     idx: int
+    """The first event (or checkpoint) of the timeline not yet explained."""
+    taken: frozenset[int]
+    """Events after ``idx`` in its turn already explained (one turn's events come together)."""
     pos: tuple[tuple[int, ...], ...]
     """Per instance, per pair: -1 before the window starts, else actions seen."""
     floors: tuple[int, ...]
     """Per pair (flattened), the lowest start position still allowed."""
+    ceilings: tuple[int, ...]
+    """Per pair (flattened), :data:`NO_CEILING`, or the highest start position allowed: the
+    window started before a returned sync at a position not yet chosen (so silently)."""
     dead: tuple[bool, ...]
     hwm: tuple[int, ...]
     """Per sender, the order position of the last event heard from it (2k: action k, 2p+1: a
@@ -248,9 +284,13 @@ def _search(problem: _Problem, state: _State) -> bool:
     """Whether the rest of the timeline can be explained from ``state``.
 
     One step is: some unheard (silent) moves of one instance, then a move of that instance
-    that gives ``E`` the next events. Silent moves of different instances commute and cannot
-    change what another instance gives, so taking them only just before the instance speaks
-    (and at checkpoints) loses no explanation and keeps the search small.
+    that gives ``E`` events of the next turn. A silent move changes no captures vector's
+    presence, only counts, and only of the vectors its pair touches: it commutes with every
+    move of another instance and of a pair touching other vectors, and can always be taken
+    later. So only the silent moves of pairs that share a vector with the speaking pair are
+    taken just before it speaks (the rest wait for their own turn or a checkpoint's catch-up),
+    and a withdrawal (which retracts what is held, the same after any silent move) needs none:
+    no explanation is lost and the search stays small.
     """
     if state in problem.visited:
         return False
@@ -266,47 +306,102 @@ def _search(problem: _Problem, state: _State) -> bool:
     if entry[0] == "q":
         after = _checkpoint(problem, state, entry[2], now)
         return after is not None and _search(problem, after)
-    heard = (entry[2], entry[3])
+    turn = _turn(timeline, state)
+    heard = set(turn.values())
+    tries: list[tuple[int, int | None, bool]] = []
     for i in range(len(problem.instances)):
-        if heard not in problem.produces[i]:
+        if heard.isdisjoint(problem.produces[i]):
             continue
-        for ready in _silent_closure(problem, state, i, now):
-            for events, after in _moves(problem, ready, i, now):
-                n = sum(events.values())
-                if (
-                    n
-                    and _matches(timeline, state.idx, events)
-                    and _search(problem, _replace(after, idx=state.idx + n))
-                ):
+        speakers = [k for k, pair in enumerate(problem.pairs[i]) if heard & pair.produces]
+        tries.extend((i, k, False) for k in [*speakers, None])
+        tries.extend((i, k, True) for k in speakers if problem.pairs[i][k].decrements)
+    tries.sort(key=lambda t: t[2])  # every instance's likeliest states before the rest
+    for i, k, exhaustive in tries:
+        ks, withdraw = ((), True) if k is None else ((k,), False)
+        for ready in _ready(problem, state, i, now, k, exhaustive):
+            for events, after, _counted in _moves(problem, ready, i, now, ks, withdraw):
+                explained = _explained(timeline, state, turn, events)
+                if explained is not None and _search(problem, _replace(after, **explained)):
                     return True
     return False
 
 
-def _silent_closure(problem: _Problem, state: _State, i: int, now: int) -> list[_State]:
-    """``state`` and every state reachable from it by silent moves of instance ``i`` (or by the
-    silent withdrawal of an earlier instance of the same Observe)."""
+def _ready(
+    problem: _Problem, state: _State, i: int, now: int, speaker: int | None, exhaustive: bool
+):
+    """The states from which pair ``speaker`` of instance ``i`` (None: its withdrawal) may
+    speak next: the likeliest, or (``exhaustive``) every other.
+
+    Only a decrement's events depend on counts (an increment, a start and a withdrawal on
+    which vectors are held, which no silent move changes; a message on nothing): other pairs'
+    silent moves matter only before a pair that decrements speaks. The likeliest states are
+    those after its own silent moves, and after those and all the others can do unheard
+    (where a quiet overlay gets to); the exhaustive ones (which can be many) are tried last.
+    """
+    if exhaustive:
+        linked = problem.linked[i][speaker]  # type: ignore[index]
+        yield from _silent_closure(problem, state, i, now, speaker, linked)
+        return
+    own = _silent_closure(problem, state, i, now, speaker, ())
+    yield from own
+    if speaker is not None and problem.pairs[i][speaker].decrements:
+        others = tuple(k for k in problem.linked[i][speaker] if k != speaker)
+        for ready in own:
+            yield _settled(problem, ready, i, now, others)
+
+
+def _settled(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...]) -> _State:
+    """``state`` after pairs ``ks`` of instance ``i`` took every silent move that changes
+    counts they could, increments first."""
+    while True:
+        moves = [m for m in _moves(problem, state, i, now, ks, False) if m[2] and not m[0]]
+        if not moves:
+            return state
+        total = sum(_view(problem, i, state.pos[i]).values())
+        state = max(moves, key=lambda m: sum(_view(problem, i, m[1].pos[i]).values()) - total)[1]
+
+
+def _silent_closure(
+    problem: _Problem,
+    state: _State,
+    i: int,
+    now: int,
+    speaker: int | None,
+    linked: tuple[int, ...],
+) -> list[_State]:
+    """``state`` and every state reachable from it by silent moves of instance ``i``'s pair
+    ``speaker``, by those of its ``linked`` pairs that change counts (one that changes none can
+    always wait), and by the silent withdrawal of an earlier instance of the same Observe."""
     seen = {state}
     todo = [state]
+    others = tuple(k for k in linked if k != speaker)
+    previous = problem.instances[i].previous
     while todo:
         current = todo.pop()
-        candidates = list(_moves(problem, current, i, now))
-        previous = problem.instances[i].previous
+        candidates = []
+        if speaker is not None:
+            candidates += _moves(problem, current, i, now, (speaker,), withdraw=False)
+        candidates += [m for m in _moves(problem, current, i, now, others, False) if m[2]]
         if previous is not None:
-            candidates += _moves(problem, current, previous, now, withdraw_only=True)
-        for events, after in candidates:
+            candidates += _moves(problem, current, previous, now, (), withdraw=True)
+        for events, after, _counted in candidates:
             if not events and after not in seen:
                 if len(seen) > BUDGET:
                     raise _GaveUp
                 seen.add(after)
                 todo.append(after)
-    return list(seen)
+    # Try the states in which the most has happened first: a quiet overlay is where every
+    # history ends, and the most likely explanation of a turn.
+    return sorted(seen, key=lambda s: sum(map(sum, s.pos)) + sum(s.dead), reverse=True)
 
 
 def _replace(state: _State, **changes: object) -> _State:
     fields = {
         "idx": state.idx,
+        "taken": state.taken,
         "pos": state.pos,
         "floors": state.floors,
+        "ceilings": state.ceilings,
         "dead": state.dead,
         "hwm": state.hwm,
     }
@@ -314,20 +409,48 @@ def _replace(state: _State, **changes: object) -> _State:
     return _State(**fields)  # type: ignore[arg-type]
 
 
-def _matches(timeline: list[tuple], idx: int, events: Counter) -> bool:
-    n = sum(events.values())
-    window = timeline[idx : idx + n]
-    if len(window) < n or any(e[0] != "e" for e in window):
-        return False
-    return Counter((e[2], e[3]) for e in window) == events
+def _turn(timeline: list[tuple], state: _State) -> dict[int, tuple[str, tuple]]:
+    """The events of the turn in which ``E`` heard event ``state.idx`` not yet explained."""
+    now = timeline[state.idx][1]
+    turn = {}
+    for n in range(state.idx, len(timeline)):
+        entry = timeline[n]
+        if entry[0] != "e" or entry[1] != now:
+            break
+        if n not in state.taken:
+            turn[n] = (entry[2], entry[3])
+    return turn
+
+
+def _explained(
+    timeline: list[tuple], state: _State, turn: dict[int, tuple[str, tuple]], events: Counter
+) -> dict | None:
+    """``idx`` and ``taken`` once ``events`` are explained, if they are among ``turn``'s
+    events (``E`` hears one turn's events at once, so their order in it does not matter)."""
+    if not events:
+        return None
+    wanted = events.copy()
+    taken = set(state.taken)
+    for n, event in turn.items():
+        if wanted[event] > 0:
+            wanted[event] -= 1
+            taken.add(n)
+    if any(wanted.values()):
+        return None
+    idx = state.idx
+    while idx in taken:
+        taken.discard(idx)
+        idx += 1
+    return {"idx": idx, "taken": frozenset(taken)}
 
 
 def _flat(problem: _Problem, i: int, k: int) -> int:
     return sum(len(row) for row in problem.pairs[:i]) + k
 
 
-def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bool = False):
-    """Every next step of instance ``i`` at time ``now``: ``(events it gives E, state after)``."""
+def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ...], withdraw: bool):
+    """Every next step at time ``now`` of pairs ``ks`` of instance ``i`` (and its withdrawal if
+    ``withdraw``): ``(events it gives E, state after, whether it changes i's counts)``."""
     inst = problem.instances[i]
     if state.dead[i] or inst.opened > now:
         return
@@ -335,24 +458,31 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
         return
     pos = state.pos[i]
     view = _view(problem, i, pos)
-    for k, pair in enumerate(problem.pairs[i] if not withdraw_only else ()):
+    for k in ks:
+        pair = problem.pairs[i][k]
         j = pair.sender
         issued = bisect.bisect_left(problem.times[j], now)
         p = pos[k]
         relevant = pair.relevant
         if p < 0:
-            # Starting anywhere between two actions that matter to i is the same start, but the
-            # latest is the least constrained: try just before each one, and after all.
-            floor = state.floors[_flat(problem, i, k)]
+            # Every start in a run of actions that do not matter to i gives i the same events:
+            # take the run's last position (the least constrained for i's own future), and
+            # place what E hears at the earliest point of the run that E's history allows.
+            n = _flat(problem, i, k)
+            floor, ceiling = state.floors[n], state.ceilings[n]
+            last = min(issued, ceiling)
+            if last < floor:
+                continue
+            earliest = floor
             first = bisect.bisect_left(relevant, floor)
-            for start in (*relevant[first : bisect.bisect_right(relevant, issued)], issued):
-                if start < floor:
-                    continue
+            for start in (*relevant[first : bisect.bisect_left(relevant, last)], last):
                 events = _start_events(view, pair.held[start])
-                order = 2 * start + 1
-                if events and order < state.hwm[j]:
-                    continue
-                yield events, _moved(state, i, k, start, j, order if events else None)
+                order = max(2 * earliest + 1, state.hwm[j] | 1)  # starts have odd orders
+                earliest = start + 1
+                if events and (ceiling != NO_CEILING or order > 2 * start + 1):
+                    continue  # a start before a returned sync was heard before it
+                after = _moved(state, i, k, start, j, order if events else None)
+                yield events, after, bool(pair.held[start])
         else:
             r = bisect.bisect_left(relevant, p)  # actions that do not matter to i are skipped
             if r < len(relevant) and relevant[r] < issued:
@@ -361,10 +491,11 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, withdraw_only: bo
                 order = 2 * (action + 1)
                 if events and order < state.hwm[j]:
                     continue
-                yield events, _moved(state, i, k, action + 1, j, order if events else None)
-    if inst.closed is not None and inst.closed <= now:
+                after = _moved(state, i, k, action + 1, j, order if events else None)
+                yield events, after, bool(pair.deltas[action][0])
+    if withdraw and inst.closed is not None and inst.closed <= now:
         events = Counter(("-", c) for c, n in view.items() if n > 0)
-        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :]))
+        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :])), True
 
 
 def _moved(state: _State, i: int, k: int, p: int, j: int, order: int | None) -> _State:
@@ -399,46 +530,88 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
 
     What the checkpoint requires that has not happened yet must be possible silently: windows
     not yet started start as late as allowed, started ones catch up (see :func:`_catch_up`),
-    and closed instances holding nothing are withdrawn.
+    and closed instances holding nothing are withdrawn (at a sync, one that cannot meet it
+    may have been withdrawn before; one that can may still be, later, as silently).
     """
     quiet = cp.client is None
     floors = list(state.floors)
+    ceilings = list(state.ceilings)
     pos = [list(row) for row in state.pos]
     dead = list(state.dead)
     for i, inst in enumerate(problem.instances):
         if inst.opened >= cp.time or dead[i]:
             continue
-        if quiet and inst.closed is not None and inst.closed < cp.time:
-            if any(n > 0 for n in _view(problem, i, state.pos[i]).values()):
-                return None  # closed before the quiet point but never withdrawn
-            dead[i] = True
+        empty = not any(n > 0 for n in _view(problem, i, state.pos[i]).values())
+        closed = inst.closed is not None and inst.closed < cp.time
+        if quiet and closed and not empty:
+            return None  # closed before the quiet point but never withdrawn
+        if not (quiet and closed) and _bring_up(problem, i, cp, pos[i], floors, ceilings):
             continue
-        whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
-        targets: dict[int, int] = {}
-        for k, pair in enumerate(problem.pairs[i]):
-            caller = problem.senders[pair.sender] == cp.client
-            if not (whole or caller):
-                continue
-            n = _flat(problem, i, k)
-            issued = cp.issued if caller else cp.time
-            target = bisect.bisect_left(problem.times[pair.sender], issued)
-            if pos[i][k] < 0 and whole:
-                pos[i][k] = max(target, floors[n])
-            elif pos[i][k] < 0:
-                floors[n] = max(floors[n], target)
-            elif pos[i][k] < target:
-                targets[k] = target
-        if not _silent(_view(problem, i, state.pos[i]), _view(problem, i, tuple(pos[i]))):
+        if not (closed and empty):
             return None
-        if targets and not _catch_up(problem, i, pos[i], targets):
-            return None
+        dead[i] = True
+        pos[i] = list(state.pos[i])
     return _replace(
         state,
         idx=state.idx + 1,
         pos=tuple(tuple(r) for r in pos),
         floors=tuple(floors),
+        ceilings=tuple(ceilings),
         dead=tuple(dead),
     )
+
+
+def _bring_up(
+    problem: _Problem,
+    i: int,
+    cp: Checkpoint,
+    pos: list[int],
+    floors: list[int],
+    ceilings: list[int],
+) -> bool:
+    """Bring instance ``i`` (positions ``pos``) to what ``cp`` requires, if it can be done
+    unheard; updates ``pos``, ``floors`` and ``ceilings`` only if it can."""
+    quiet = cp.client is None
+    inst = problem.instances[i]
+    whole = quiet or (inst.opener == cp.client and inst.opened < cp.issued)
+    before = tuple(pos)
+    row = list(pos)
+    bounds: dict[int, tuple[int, int]] = {}
+    targets: dict[int, int] = {}
+    for k, pair in enumerate(problem.pairs[i]):
+        caller = problem.senders[pair.sender] == cp.client
+        if not (whole or caller):
+            continue
+        n = _flat(problem, i, k)
+        times = problem.times[pair.sender]
+        target = bisect.bisect_left(times, cp.issued if caller else cp.time)
+        lo, hi = floors[n], ceilings[n]
+        # A quiet point, and a sync for its caller's earlier actions, bring a window up to
+        # date. A sync starts the windows of its caller's earlier observations with every
+        # sender somewhere before it returned, at a place the search picks later (silently).
+        if row[k] < 0 and (quiet or caller) and hi < target:
+            row[k] = hi  # started before an earlier sync: now it has caught up
+            targets[k] = target
+        elif row[k] < 0 and quiet:
+            row[k] = max(target, lo)
+        elif row[k] < 0 and whole:
+            hi = min(hi, bisect.bisect_left(times, cp.time))
+            lo = max(lo, target) if caller else lo
+        elif row[k] < 0:
+            lo = max(lo, target)  # starting later, it starts after the caller's actions
+        elif (quiet or caller) and row[k] < target:
+            targets[k] = target
+        if hi < lo:
+            return False
+        bounds[n] = (lo, hi)
+    if not _silent(_view(problem, i, before), _view(problem, i, tuple(row))):
+        return False
+    if targets and not _catch_up(problem, i, row, targets):
+        return False
+    pos[:] = row
+    for n, (lo, hi) in bounds.items():
+        floors[n], ceilings[n] = lo, hi
+    return True
 
 
 def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]) -> bool:
