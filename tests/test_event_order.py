@@ -288,6 +288,28 @@ def test_an_observer_re_established_before_the_overlay_is_quiet_sees_no_flicker(
     assert expected["query"] == [("+", (1,)), ("-", (1,))] * 2 + [("+", (1,))]
 
 
+def observe_then_send(world: World) -> None:
+    client = world.client(0)
+    client.turn(client.observe(1, ANY_A, "o"))
+    client.turn(client.send(record("a", 1)))  # at once, at the same node, no sync between
+
+
+@protocols
+@wires
+@pytest.mark.parametrize("parents", [[], CHAIN3], ids=["one-node", "chain"])
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 9): a node's rules install the observation's relay one turn after the "
+    "Observe enters the fragment, and a message the same client sent right after it gets there "
+    "first (docs/protocols.md, 'What is not transparent', 'Timing')",
+)
+def test_a_message_sent_right_after_the_senders_own_observe_reaches_it(
+    protocol: str, wire: bool, parents: list[int]
+) -> None:
+    expected = check(observe_then_send, protocol, parents, wire)
+    assert expected["o"] == [("!", (1,))]
+
+
 # -- 4: an Observe is an assertion like any other: counted in the bag, acted on once ----------
 
 
