@@ -54,6 +54,18 @@ class Entity:
     steps, each now a step earlier (``docs/protocols.md``, "The node's fast path").
     """
 
+    prompt: ClassVar[bool] = False
+    """Whether a batch its own actor sends it (and only such entities) runs next, before the
+    batches already queued.
+
+    Set by dataspaces. A node's local access and its rules reach the fragment through steps of
+    the node's own actor; queued behind other work, those steps let an event that came later
+    through another path (a client's message right after its Observe) reach the fragment before
+    the relay its Observe installs. Run next, everything an event causes inside its own actor is
+    in place before the actor takes its next event, as in one dataspace. Sync requests are never
+    run early (a sync answers after every event queued before it).
+    """
+
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         """``value`` is now asserted at this entity under ``handle``."""
 
@@ -134,6 +146,19 @@ class Actor:
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
+
+
+def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
+    """Queue a turn's ``batch`` for ``target``: next if ``actor`` sent it to its own prompt
+    entities (:attr:`Entity.prompt`), else behind everything queued."""
+    if target is actor:
+        for kind, ref, _payload, _handle in batch:
+            if kind == _SYNC or not ref.entity.prompt:
+                break
+        else:
+            queue.appendleft((target, None, batch))
+            return
+    queue.append((target, None, batch))
 
 
 class Turn:
@@ -341,10 +366,10 @@ class Turn:
             scheduler = self.scheduler
             queue = scheduler._queue
             was_idle = not queue
-            queue.append((self._target, None, self._batch))
+            _queue(queue, actor, self._target, self._batch)  # type: ignore[arg-type]
             if self._others is not None:
                 for target, batch in self._others.items():
-                    queue.append((target, None, batch))
+                    _queue(queue, actor, target, batch)
             if was_idle and scheduler.on_work is not None:
                 scheduler.on_work()
         if self._commits is not None:

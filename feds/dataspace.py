@@ -66,6 +66,8 @@ class _Observer:
 class Dataspace(Entity):
     """A plain dataspace: assertions in, matches out to observers."""
 
+    prompt = True
+
     def __init__(self) -> None:
         self.index = Index()
         self.assertions: dict[Handle, Value] = {}

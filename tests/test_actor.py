@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from feds.actor import (
     _MESSAGE,
     _PUBLISH,
@@ -352,3 +354,54 @@ def test_a_turn_sending_to_one_actor_makes_no_dict_of_batches() -> None:
     sched.run_until_idle()
     assert seen == [(None, [(ref.actor, [1, 2])])]
     assert rec.events == [("!", 1), ("+", 2)]
+
+
+def test_a_batch_to_the_actors_own_prompt_entity_runs_before_what_is_queued() -> None:
+    """A node's follow-up work in its own dataspace is done before it takes its next event; a
+    batch that also goes to an ordinary entity of its own, or holds a sync request, keeps its
+    place behind what was queued before."""
+    sched = Scheduler()
+    order: list[str] = []
+
+    class Noting(Entity):
+        def on_message(self, turn: Turn, value: Value) -> None:
+            order.append(value)  # type: ignore[arg-type]
+
+    class PromptNoting(Noting):
+        prompt = True
+
+    refs: dict[str, Ref] = {}
+
+    def boot(t: Turn) -> None:
+        refs["prompt"], refs["plain"] = t.ref(PromptNoting()), t.ref(Noting())
+
+    node = sched.spawn(boot, name="node")
+    sender = sched.spawn(lambda t: None, name="sender")
+    sched.run_until_idle()
+
+    def run(action: Callable[[Turn], None]) -> list[str]:
+        """``action`` as a turn of the node, with the sender's message queued behind it."""
+        order.clear()
+        sched.enqueue(sender, sender.root, lambda t: t.message(refs["plain"], "queued before"))
+        sched.enqueue(node, node.root, action)
+        sched.run_until_idle(max_turns=1)  # the sender's turn: its message is queued now
+        sched.run_until_idle()
+        return list(order)
+
+    def own(t: Turn) -> None:
+        t.message(refs["prompt"], "own")
+
+    def mixed(t: Turn) -> None:
+        t.message(refs["prompt"], "own")
+        t.message(refs["plain"], "plain")
+
+    answered: list[str] = []
+
+    def synced(t: Turn) -> None:
+        t.sync(refs["prompt"], lambda _: answered.append("sync"))
+        t.message(refs["prompt"], "own")
+
+    assert run(own) == ["own", "queued before"]
+    assert run(mixed) == ["queued before", "own", "plain"]
+    assert run(synced) == ["queued before", "own"]
+    assert answered == ["sync"]

@@ -297,12 +297,6 @@ def observe_then_send(world: World) -> None:
 @protocols
 @wires
 @pytest.mark.parametrize("parents", [[], CHAIN3], ids=["one-node", "chain"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 9): a node's rules install the observation's relay one turn after the "
-    "Observe enters the fragment, and a message the same client sent right after it gets there "
-    "first (docs/protocols.md, 'What is not transparent', 'Timing')",
-)
 def test_a_message_sent_right_after_the_senders_own_observe_reaches_it(
     protocol: str, wire: bool, parents: list[int]
 ) -> None:
