@@ -603,6 +603,19 @@ def test_cli_show_parent_style(capsys: pytest.CaptureFixture[str]) -> None:
     assert "cost" not in "\n".join(lines[1:])
 
 
+def test_cli_show_lists_declared_spaces_and_gates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "show", str(EXAMPLES / "spaces3.toml")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("spaces jobs (federated), scratch (queue)")
+    assert lines[1].split() == ["root", "127.0.0.1:7460", "gates", "tcp://127.0.0.1:31421/?keep"]
+    assert lines[2].split() == ["└──", "mid", "127.0.0.1:7461"]
+    assert lines[3].split()[-3:] == [
+        "gates",
+        "tcp://127.0.0.1:31422/?keep",
+        "tcp://127.0.0.1:31423/?conn",
+    ]
+
+
 def test_cli_show_graph_style_ascii(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["topology", "show", "--ascii", str(EXAMPLES / "mesh.toml")]) == 0
     out = capsys.readouterr().out

@@ -182,6 +182,8 @@ def tree_lines(t: Topology, *, ascii_only: bool = False) -> list[str]:
         cost = t.edge_cost(name)
         if cost is not None:
             info += f"  cost {_number(cost)}"
+        if t.spaces is not None and t.spaces.of(name):
+            info += "  gates " + " ".join(t.spaces.of(name))
         if spec.description:
             info += f"  # {spec.description}"
         rows.append((prefix + branch + name, info))
@@ -210,6 +212,8 @@ def run_show(args: argparse.Namespace) -> int:
         total = t.total_cost() or 0.0
         unused = len(t.links) - (len(t) - 1)
         head += f", tree cost {_number(total)} ({len(t.links)} links, {unused} not in the tree)"
+    if t.spaces is not None and t.spaces.spaces:
+        head += ", spaces " + ", ".join(f"{n} ({k})" for n, k in t.spaces.spaces.items())
     print(head)
     ascii_only = args.ascii or not _can_encode("├└│─")
     for line in tree_lines(t, ascii_only=ascii_only):
