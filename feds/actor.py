@@ -14,7 +14,10 @@ Delivery keeps the order of events from one turn to one actor, except that retra
 applied after the assertions and messages of the same batch ("adds before removes": a
 replacement made in one turn is never seen as a glitch). An event an actor sends to one of its
 own *inline* entities (:attr:`Entity.inline`: rule steps such as assertion relays) is handled
-at once, inside the sending turn, instead of in a later one.
+at once, inside the sending turn, instead of in a later one; a batch an actor sends only to its
+own *prompt* entities (:attr:`Entity.prompt`: dataspaces), with no sync request in it, is queued
+at the front instead of the back, so an actor finishes what an event causes in its own
+dataspace before it takes its next event.
 
 Nothing here touches sockets, threads or clocks. :meth:`Scheduler.run_until_idle` drives
 everything deterministically (tests, the simulator); :mod:`feds.driver` runs it under trio.
