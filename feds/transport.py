@@ -172,8 +172,14 @@ class Backpressure:
         return waited
 
     def progressed(self, link: _Link) -> None:
-        """The far side of ``link`` took bytes: a congested link is slow, not stalled, so its
-        stall clock starts again."""
+        """The far side of ``link`` took bytes, or sent some: a congested link is slow, not
+        stalled, so its stall clock starts again.
+
+        A far side that sends (at least its keep-alive pings: a node pings while it is paused)
+        but does not read is paced by a congested link of its own, further on: that is
+        backpressure doing its job. Cutting the link would drop everything it carried and send
+        it again once re-linked, into the same congestion.
+        """
         if link in self._congested:
             self._congested[link] = trio.current_time()
 
@@ -354,6 +360,8 @@ class _Link:
                     relay.close("connection closed by the far side")
                     return
                 self.last_read = now = trio.current_time()
+                if backpressure is not None:
+                    backpressure.progressed(self)  # the far side is alive: slow, not stalled
                 if driver is None:
                     relay.receive(data)
                 else:
