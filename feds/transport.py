@@ -359,7 +359,7 @@ class _Link:
                 if not data:
                     relay.close("connection closed by the far side")
                     return
-                self.last_read = now = trio.current_time()
+                self.last_read = trio.current_time()
                 if backpressure is not None:
                     backpressure.progressed(self)  # the far side is alive: slow, not stalled
                 if driver is None:
@@ -381,8 +381,8 @@ class _Link:
                         self.reading = True
                 if not relay.partial_input:
                     self.partial_since = None
-                elif self.partial_since is None:
-                    self.partial_since = now
+                elif self.partial_since is None:  # since the read, or since reading resumed
+                    self.partial_since = self.last_read
         except _STREAM_ERRORS as e:
             relay.close(f"connection lost: {e or type(e).__name__}")
 
