@@ -108,3 +108,24 @@ async def test_time_spent_on_a_big_turn_does_not_count_against_a_frame_being_rec
             chunk = await stream.receive_some(65536)
             assert chunk, f"closed: {received!r}"
             received += chunk
+
+
+async def test_a_stream_of_frames_each_read_ending_inside_one_is_not_a_slow_frame(
+    nursery: trio.Nursery,
+) -> None:
+    """A link streaming frames for longer than ``frame_timeout``, each read ending in the
+    middle of the next frame, keeps going: every frame is completed quickly."""
+    limits = NetLimits(frame_timeout=0.5, keepalive_interval=0.1, keepalive_timeout=100.0)
+    runtime, port = await start_node(nursery, limits)
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(
+        encode_frame(Hello(PROTOCOL_VERSION, CLIENT, "raw", FrozenDict()).to_value())
+    )
+    ping = encode_frame(Record(Symbol("ping"), ()))
+    await stream.send_all(ping[:3])
+    for _ in range(40):  # 2 s: each send completes a frame and begins the next
+        await stream.send_all(ping[3:] + ping[:3])
+        await trio.sleep(0.05)
+    await stream.send_all(ping[3:])
+    assert runtime.relays
+    assert [relay.close_reason for relay in runtime.relays if relay.closed] == []
