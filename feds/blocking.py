@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
@@ -221,6 +222,7 @@ class BlockingObservation:
         self._client = client
         self._scope: trio.CancelScope | None = None
         self._observation: Observation | None = None
+        self._fetched: deque[Event] = deque()  # taken from the background thread, not read yet
         started = threading.Event()
         failed: list[BaseException] = []
 
@@ -242,30 +244,43 @@ class BlockingObservation:
 
     def next(self, timeout: float | None = None) -> Event | None:
         """The next event, waiting at most ``timeout`` seconds; None on timeout or once closed.
-        Raises :class:`FedsError` if the connection to the node is lost."""
+        Raises :class:`FedsError` if the connection to the node is lost.
+
+        One hop to the background thread fetches every event that has arrived (at least one),
+        so reading a batch costs one hop, not one per event."""
         observation = self._observation
         if observation is None or self._scope is None:
             return None
+        if self._fetched:
+            return self._fetched.popleft()
 
-        async def receive() -> Event | None:
+        async def receive() -> list[Event]:
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 try:
-                    return await observation.__anext__()
+                    first = await observation.__anext__()
                 except StopAsyncIteration:  # closed
-                    return None
-            return None
+                    return []
+                return [first, *observation.take()]
+            return []
 
-        return self._client._run(receive)
+        events = self._client._run(receive)
+        if not events:
+            return None
+        self._fetched.extend(events[1:])
+        return events[0]
 
     def take(self) -> list[Event]:
         """Every event received so far and not read yet, in order; never waits."""
         observation = self._observation
         if observation is None or self._scope is None:
             return []
-        return self._client._run_sync(observation.take)
+        events = list(self._fetched)
+        self._fetched.clear()
+        return events + self._client._run_sync(observation.take)
 
     def close(self) -> None:
         """Withdraw the Observe (idempotent)."""
+        self._fetched.clear()
         scope, self._scope = self._scope, None
         if scope is not None:
             with contextlib.suppress(FedsError):

@@ -152,3 +152,30 @@ def test_the_blocking_clients_retract_many_withdraws_in_batches() -> None:
             ds.send_many([record("n", 1), {1, 2}])  # type: ignore[list-item]
         ds.sync()
         assert events.take() == []
+
+
+def test_a_blocking_observer_reads_a_batch_in_one_hop_to_the_background_thread() -> None:
+    with (
+        served_in_thread(start_node) as port,
+        BlockingClient(f"127.0.0.1:{port}") as ds,
+        ds.observe("<n $i>") as events,
+    ):
+        ds.send_many(record("n", i) for i in range(100))
+        ds.sync()
+        hops = 0
+        run = ds._run
+
+        def counted(*args: object) -> object:
+            nonlocal hops
+            hops += 1
+            return run(*args)
+
+        ds._run = counted  # type: ignore[method-assign]
+        assert [events.next(5).captures for _ in range(60)] == [(i,) for i in range(60)]
+        assert hops == 1
+        ds.send(record("n", 100))
+        ds.sync()
+        assert seen(events.take()) == [("!", (i,)) for i in range(60, 101)]  # in order
+        assert events.next(0.05) is None  # nothing more: a timeout
+        events.close()
+        assert events.next(1) is None and events.take() == []
