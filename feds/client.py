@@ -28,10 +28,17 @@ more than the transport's low-water mark of bytes that the socket has not taken:
         if i % 100 == 99:
             await ds.drain()
 
+or, cheaper per value, hands over a hundred at a time (``send_many``, ``publish_many`` and
+``retract_many`` act as one call per value would, in order, and check every value first)::
+
+    for start in range(0, len(values), 100):
+        ds.send_many(values[start : start + 100])
+        await ds.drain()
+
 A node never cuts off a client for sending fast: while the node cannot forward what arrives
 (one of its links is congested) it stops reading the client, TCP fills, and ``drain`` waits.
 Only a client that does not read what the node sends it is closed, as a slow consumer, once
-64 MiB wait for it (:mod:`feds.transport`); that includes one reading more slowly than its own
+8 MiB wait for it (``CLIENT_MAX_BACKLOG``, :mod:`feds.transport`); that includes one reading more slowly than its own
 sending makes the node send it (observing what it publishes over a slow downlink), as the node
 cannot tell slow reading from none.
 """
