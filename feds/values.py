@@ -441,7 +441,7 @@ _LEAF_TYPES = (*ATOM_TYPES, Embedded)
 
 def check_value(v: object) -> None:
     """Raise ``TypeError`` naming the offending part if ``v`` is not a feds value."""
-    if v.__class__ in _LEAF_CLASSES or isinstance(v, _LEAF_TYPES):
+    if v.__class__ in _LEAF_CLASSES:
         return
     if isinstance(v, Record):
         if v.label.__class__ not in _LEAF_CLASSES:
@@ -449,6 +449,8 @@ def check_value(v: object) -> None:
         for f in v.fields:
             if f.__class__ not in _LEAF_CLASSES:
                 check_value(f)
+    elif isinstance(v, _LEAF_TYPES):
+        return
     elif isinstance(v, tuple | frozenset):
         for item in v:
             check_value(item)
