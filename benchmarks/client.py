@@ -11,17 +11,23 @@ last node, the subscriber at the first) for feds (``--protocol``) and for the tr
 client runs in its own process, so its CPU time (``time.process_time``) is its own:
 
 * the **subscriber** observes ``<bench $payload>`` (messages) or ``<change $payload>``
-  (assertions) and syncs; its CPU is counted from its first measured event to its last, and
-  divided by the events between them;
+  (assertions) and syncs; its CPU is counted from then (before the publisher starts) until its
+  last measured event has arrived, and divided by every event it received (the warm-up ones
+  too: they cost the same);
 * the **publisher** sends warm-up values first, then N measured values, awaiting ``drain()``
   every 100 messages (every 50 assert+retract pairs), as ``overlay.py`` does; its CPU is counted
   from its first measured value until its socket has taken everything (backlog 0), and
   divided by N (messages) or 2N (changes: an assertion and its retraction).
 
-``--api`` chooses how the feds publisher publishes: ``loop`` (``send`` or ``assert_`` /
-``retract`` per value, what every feds version offers) or ``many`` (``Session.send_many`` /
-``publish_many`` + ``retract_many``, where the tree has them). Every repetition measures each
-system in turn; the table shows medians of the repetitions.
+The feds rows (``--apis``) differ in how the clients are written: ``loop``, the async client
+sending (or asserting and retracting) one value per call, what every feds version offers;
+``many``, the async client handing over 100 messages (50 pairs) per call (``Session.send_many``,
+``publish_many`` + ``retract_many``); ``blocking``, :class:`feds.blocking.BlockingClient` at both
+ends (bulk calls of :data:`feds.blocking.BATCH` values; the subscriber calls ``next`` per
+event). A row is left out where the tree lacks the calls it needs. The rate column is measured
+values / (last one observed - first one sent), as ``overlay.py`` counts; it depends on the
+nodes, and the machine, more than on the clients. Every repetition measures each row in turn;
+the tables show medians of the repetitions.
 
 Run::
 
@@ -51,7 +57,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("messages", "changes")
-APIS = ("loop", "many")
+APIS = ("loop", "many", "blocking")
 DATA, WARM = b"d", b"w"
 WARM_VALUES = 2_000
 PACE_MESSAGES = 100
@@ -86,9 +92,13 @@ def worker(argv: list[str]) -> None:
 
     if not feds.__file__ or not feds.__file__.startswith(str(Path(args.tree).resolve())):
         raise SystemExit(f"feds was imported from {feds.__file__}, not from {args.tree}")
-    main = _subscriber if args.role == "sub" else _publisher
     profiler = cProfile.Profile() if args.profile else None
-    result = trio.run(main, args, profiler)
+    if args.api == "blocking":
+        blocking = _blocking_subscriber if args.role == "sub" else _blocking_publisher
+        result = blocking(args, profiler)
+    else:
+        main = _subscriber if args.role == "sub" else _publisher
+        result = trio.run(main, args, profiler)
     if profiler is not None:
         profiler.dump_stats(args.profile)
     if result is not None:
@@ -125,37 +135,57 @@ async def _connect(args: argparse.Namespace) -> Any:
     return connect(args.address, name=f"bench-{args.role}")
 
 
+class _Tally:
+    """A subscriber's count: every event it receives costs CPU (warm-up ones too, the same);
+    it is done once ``n`` measured ones (``n`` messages, or ``n`` assertions and their
+    retractions) have arrived."""
+
+    def __init__(self, args: argparse.Namespace, profiler: cProfile.Profile | None) -> None:
+        self.pattern = "<bench $payload>" if args.kind == "messages" else "<change $payload>"
+        self.target = args.n if args.kind == "messages" else 2 * args.n
+        self.seen = 0
+        self.measured = 0
+        self.clock = _Measured(profiler)
+
+    def add(self, event: Any) -> bool:
+        """Count ``event``; whether the last measured one has arrived."""
+        self.seen += 1
+        if event.captures[0][:1] == DATA:
+            self.measured += 1
+        return self.measured == self.target
+
+    def result(self) -> dict:
+        return self.clock.stop(self.seen)
+
+    def failed(self) -> RuntimeError:
+        return RuntimeError(f"the observation ended after {self.measured} of {self.target}")
+
+
 async def _subscriber(args: argparse.Namespace, profiler: cProfile.Profile | None) -> dict:
-    """Observe, sync, say READY; count measured events (``+`` and ``-`` for changes)."""
-    label = "bench" if args.kind == "messages" else "change"
-    target = args.n if args.kind == "messages" else 2 * args.n
-    measured = _Measured(profiler)
-    count = 0
+    """Observe, sync, say READY; count events until the measured ones have arrived."""
     import trio
+
+    tally = _Tally(args, profiler)
 
     async def progress() -> None:  # for the log, should the run not complete
         while True:
             await trio.sleep(5.0)
-            print(f"sub: {count} of {target} measured events so far", file=sys.stderr, flush=True)
+            print(f"sub: {tally.measured} of {tally.target}", file=sys.stderr, flush=True)
 
     async with (
         await _connect(args) as session,
-        session.observe(f"<{label} $payload>") as events,
+        session.observe(tally.pattern) as events,
         trio.open_nursery() as nursery,
     ):
         await session.sync()
         print("READY", flush=True)
         nursery.start_soon(progress)
+        tally.clock.start()
         async for event in events:
-            if event.captures[0][:1] != DATA:
-                continue
-            if count == 0:
-                measured.start()
-            count += 1
-            if count == target:
+            if tally.add(event):
                 nursery.cancel_scope.cancel()
-                return measured.stop(target - 1)
-    raise RuntimeError(f"the observation ended after {count} of {target} events")
+                return tally.result()
+    raise tally.failed()
 
 
 async def _publisher(args: argparse.Namespace, profiler: cProfile.Profile | None) -> None:
@@ -210,6 +240,50 @@ async def _publish_many(session: Any, kind: str, values: list) -> None:
         for start in range(0, len(values), PACE_PAIRS):
             session.retract_many(session.publish_many(values[start : start + PACE_PAIRS]))
             await session.drain()
+
+
+def _blocking_subscriber(args: argparse.Namespace, profiler: cProfile.Profile | None) -> dict:
+    """:func:`_subscriber` with a :class:`feds.blocking.BlockingClient` (``next`` per event)."""
+    from feds.blocking import BlockingClient
+
+    tally = _Tally(args, profiler)
+    with BlockingClient(args.address, name="bench-sub") as ds, ds.observe(tally.pattern) as events:
+        ds.sync()
+        print("READY", flush=True)
+        tally.clock.start()
+        while (event := events.next(REPORT_TIMEOUT)) is not None:
+            if tally.add(event):
+                return tally.result()
+    raise tally.failed()
+
+
+def _blocking_publisher(args: argparse.Namespace, profiler: cProfile.Profile | None) -> None:
+    """:func:`_publisher` with a :class:`feds.blocking.BlockingClient`: ``send_many``, or
+    ``publish_many`` then ``retract_many`` (each drains every ``BATCH`` values)."""
+    from feds.blocking import BlockingClient
+    from feds.values import Record, Symbol
+
+    with BlockingClient(args.address, name="bench-pub") as ds:
+        ds.sync()
+        print("READY", flush=True)
+        sys.stdin.readline()
+        label = Symbol("bench" if args.kind == "messages" else "change")
+
+        def publish(values: list) -> None:
+            if args.kind == "messages":
+                ds.send_many(values)
+            else:
+                ds.retract_many(ds.publish_many(values))
+
+        publish([Record(label, (_payload(WARM, i),)) for i in range(WARM_VALUES)])
+        values = [Record(label, (_payload(DATA, i),)) for i in range(args.n)]
+        measured = _Measured(profiler)
+        measured.start()
+        publish(values)
+        ds._run(_drained, ds.session)
+        result = measured.stop(args.n if args.kind == "messages" else 2 * args.n)
+        print(json.dumps(result), flush=True)
+        sys.stdin.read()  # stay connected until told (see _publisher)
 
 
 async def _drained(session: Any) -> None:
@@ -292,7 +366,8 @@ def measure(row: Row, address_pub: str, address_sub: str, kind: str, n: int, log
         sub_result = json.loads(_line(sub, "report"))
         row.pub_us.append(pub_result["cpu_us"])
         row.sub_us.append(sub_result["cpu_us"])
-        row.rate.append(sub_result["count"] / (sub_result["end"] - sub_result["start"]))
+        # measured values / (last one observed - first one sent), as overlay.py counts
+        row.rate.append(pub_result["count"] / (sub_result["end"] - pub_result["start"]))
     finally:
         for proc in reversed(procs):  # the publisher leaves once its stdin closes
             with contextlib.suppress(OSError):
@@ -388,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         for label, tree in trees:
             for api in args.apis:
                 many = "send_many" if kind == "messages" else "retract_many"
-                if api == "many" and not _has(tree, many):
+                module = "blocking" if api == "blocking" else "client"
+                if api != "loop" and not _has(tree, module, many):
                     continue
                 rows.append(Row(f"feds {label} ({api})", "feds", tree, api))
         return rows
@@ -442,10 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r.pub_us for _, rows in tables for r in rows) else 1
 
 
-def _has(tree: str, name: str) -> bool:
-    """Whether ``feds.client.Session`` of ``tree`` has a method ``name`` (read from the source:
+def _has(tree: str, module: str, name: str) -> bool:
+    """Whether ``feds.<module>`` of ``tree`` defines a method ``name`` (read from the source:
     another tree's feds cannot be imported next to this one)."""
-    source = (Path(tree) / "feds" / "client.py").read_text()
+    source = (Path(tree) / "feds" / f"{module}.py").read_text()
     return f"def {name}(" in source
 
 
