@@ -430,13 +430,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: small N, 1 repetition")
     parser.add_argument("--reps", type=int, help="repetitions (default 3, or 1 with --quick)")
     parser.add_argument("-n", "--messages", type=int, help="measured values per run (20000)")
-    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
-    parser.add_argument("--protocol", default="aggregate-subs", help="the feds nodes' protocol")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=list(KINDS),
+        help="what the publisher publishes: messages, and/or assertions each retracted (changes)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("copy-up", "observer-flood", "aggregate-subs"),
+        default="aggregate-subs",
+        help="the feds nodes' protocol",
+    )
     parser.add_argument("--nodes", type=int, default=3, help="chain length (default 3)")
     parser.add_argument(
         "--other", type=Path, help="another checkout (e.g. of main) whose feds client to compare"
     )
-    parser.add_argument("--apis", nargs="+", choices=APIS, default=list(APIS), help="feds rows")
+    parser.add_argument(
+        "--apis",
+        nargs="+",
+        choices=APIS,
+        default=list(APIS),
+        help="feds rows: loop (one value per call), many (bulk calls), blocking (BlockingClient)",
+    )
     parser.add_argument("--no-floor", action="store_true", help="do not run the floor's client")
     parser.add_argument("--profile-dir", type=Path, help="write a cProfile of every client here")
     args = parser.parse_args(argv)
