@@ -38,9 +38,9 @@ or, cheaper per value, hands over a hundred at a time (``send_many``, ``publish_
 A node never cuts off a client for sending fast: while the node cannot forward what arrives
 (one of its links is congested) it stops reading the client, TCP fills, and ``drain`` waits.
 Only a client that does not read what the node sends it is closed, as a slow consumer, once
-8 MiB wait for it (``CLIENT_MAX_BACKLOG``, :mod:`feds.transport`); that includes one reading more slowly than its own
-sending makes the node send it (observing what it publishes over a slow downlink), as the node
-cannot tell slow reading from none.
+8 MiB wait for it (``CLIENT_MAX_BACKLOG``, :mod:`feds.transport`); that includes one reading
+more slowly than its own sending makes the node send it (observing what it publishes over a
+slow downlink), as the node cannot tell slow reading from none.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import trio
 
@@ -248,7 +248,7 @@ class Session:
         self.relay = relay
         self._handles: dict[int, Handle] = {}
         self._next = 0
-        self._pending: list[Callable[[Turn], None]] = []
+        self._pending: list[tuple[int, Any]] = []  # (kind, argument): see _flush
         self._lost = trio.Event()  # set when the connection to the node is lost
         self._wakeups: set[trio.Event] = set()  # what waits for an answer from the node
         self._watches: set[_Watch] = set()  # of open observations
@@ -313,7 +313,7 @@ class Session:
             self._wakeups.discard(event)
         self.raise_if_lost()
 
-    def _act(self, kind: int, argument: object) -> None:
+    def _act(self, kind: int, argument: Any) -> None:
         """Queue an action (:data:`_CALL` and a function of the turn, or a cheaper kind) for the
         session's next turn; the first one queued asks the driver for that turn."""
         self._check_open()
@@ -334,24 +334,24 @@ class Session:
                 turn.message(target, argument)
             elif kind == _SEND_MANY:
                 message = turn.message
-                for value in argument:  # type: ignore[attr-defined]
+                for value in argument:
                     message(target, value)
             elif kind == _ASSERT:
-                key, value = argument  # type: ignore[misc]
+                key, value = argument
                 handles[key] = turn.publish(target, value)
             elif kind == _ASSERT_MANY:
-                first, values = argument  # type: ignore[misc]
+                first, values = argument
                 publish = turn.publish
                 for key, value in enumerate(values, first):
                     handles[key] = publish(target, value)
             elif kind == _RETRACT:
-                turn.retract(handles.pop(argument, -1))  # type: ignore[call-overload]
+                turn.retract(handles.pop(argument, -1))
             elif kind == _RETRACT_MANY:
                 retract, pop = turn.retract, handles.pop
-                for key in argument:  # type: ignore[attr-defined]
+                for key in argument:
                     retract(pop(key, -1))
             else:
-                argument(turn)  # type: ignore[operator]
+                argument(turn)
 
     def assert_(self, value: Value) -> int:
         """Assert ``value``; returns a key for :meth:`retract`."""
@@ -416,7 +416,10 @@ class Session:
 
     def send_many(self, values: Iterable[Value]) -> None:
         """Send every value of ``values`` as a message, in order, as :meth:`send` would one by
-        one. If one of them is not a value, raises ``TypeError`` and sends none of them."""
+        one. If one of them is not a value, raises ``TypeError`` and sends none of them.
+
+        Like :meth:`send` it never waits: hand over a few hundred values at a time and
+        :meth:`drain` in between, or the connection's buffer grows by all of them."""
         values = _checked(values)
         if values:
             self._act(_SEND_MANY, values)
