@@ -4,24 +4,17 @@ Found while measuring the clients (``benchmarks/client.py``): a publisher that l
 its socket had taken everything lost its last ~2,000 messages at a busy node. The cause is in
 :class:`feds.relay.Relay`: when one read holds turn packets and then the far side's closing
 ``<error ...>`` packet, ``receive`` queues the turns' events and then shuts the relay down at
-once, so the queued ``_apply`` turns find it closed and drop the events. The fix belongs in
-``feds/relay.py`` (not this branch's file): on a peer's ``<error>``, stop reading and queue the
-shutdown as a turn of the relay actor, behind the events already queued (or shut down at once
-when none are queued, which ``tests/test_relay.py`` expects of a bare ``<error>``). Until then
-this test is a strict xfail.
+once, so the queued ``_apply`` turns find it closed and drop the events. Now, on a peer's
+``<error>``, the relay stops reading and shuts down once the events already queued are applied
+(at once when none are, as ``tests/test_relay.py`` expects of a bare ``<error>``).
 """
 
 from __future__ import annotations
-
-import pytest
 
 from feds.values import record
 from tests.test_relay import Link, act
 
 
-@pytest.mark.xfail(
-    strict=True, reason="feds/relay.py drops events read together with the peer's <error>"
-)
 def test_events_read_with_the_far_sides_goodbye_are_applied_before_it_closes() -> None:
     link = Link()
     held: list[int] = []
