@@ -69,6 +69,16 @@ class Entity:
     run early (a sync answers after every event queued before it).
     """
 
+    forwards: ClassVar[bool] = False
+    """Whether its ``on_message`` only sends messages (``turn.message``): no other effect, no
+    change of state, nothing read but its own fixed state and its facet's liveness.
+
+    Set by the message steps of a node (local access, a dataspace's dispatch, assertion relays,
+    deliveries). :mod:`feds.routing` may run such a step for a message outside its actor's
+    turns, when that actor has nothing queued, collecting what it sends
+    (``docs/protocols.md``, "The node's fast path").
+    """
+
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         """``value`` is now asserted at this entity under ``handle``."""
 
@@ -146,6 +156,8 @@ class Actor:
         self.exit_hooks: list[Callable[[Actor], None]] = []
         self.work = 0
         """Events delivered to this actor, not counting sync traffic (see :meth:`Turn.sync`)."""
+        self.queued = 0
+        """Batches and actions of this actor waiting in the scheduler's queue."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -154,6 +166,7 @@ class Actor:
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
     """Queue a turn's ``batch`` for ``target``: next if ``actor`` sent it to its own prompt
     entities (:attr:`Entity.prompt`), else behind everything queued."""
+    target.queued += 1
     if target is actor:
         for kind, ref, _payload, _handle in batch:
             if kind == _SYNC or not ref.entity.prompt:
@@ -455,6 +468,7 @@ class Scheduler:
 
     def _push(self, item: tuple[Actor, Facet | None, Any]) -> None:
         was_idle = not self._queue
+        item[0].queued += 1
         self._queue.append(item)
         if was_idle and self.on_work is not None:
             self.on_work()
@@ -485,6 +499,7 @@ class Scheduler:
         run_batch = self._run_batch
         while queue and ran != limit:
             actor, facet, work = popleft()
+            actor.queued -= 1
             if not actor.alive:
                 continue
             ran += 1

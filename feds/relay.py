@@ -59,6 +59,7 @@ from feds.codec import (
     record_head,
 )
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
+from feds.routing import route
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -848,15 +849,18 @@ class Relay:
         self._touch(turn)
         self._membrane.unlowered = ref_count
         has_refs = ref_count > 0
+        routing = True  # no event of this packet has been handed to an actor's queue yet
         for kind, oid, payload, handle in ops:
             entry = self._membrane.exports.get(oid)
             target = None if entry is None else entry.ref
+            if kind is MESSAGE:
+                routing = self._apply_message(turn, oid, target, payload, has_refs, routing)
+                continue
+            routing = False
             if kind is ASSERT:
                 self._apply_assert(turn, target, payload, handle, has_refs)
             elif kind is RETRACT:
                 self._apply_retract(turn, handle)
-            elif kind is MESSAGE:
-                self._apply_message(turn, oid, target, payload, has_refs)
             else:
                 self._apply_sync(turn, target, payload)
 
@@ -886,14 +890,27 @@ class Relay:
         self._membrane.release(entries)
 
     def _apply_message(
-        self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
-    ) -> None:
+        self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool, routing: bool
+    ) -> bool:
+        """Deliver a message; return whether later events of the packet may still be routed.
+
+        While ``routing``, a message for an actor with nothing queued (a node, usually) is
+        routed (:func:`feds.routing.route`): what that actor's next turn would send for it is
+        sent from this turn, without the actor's turns. Once an event has been handed to an
+        actor, later ones follow it through the queue, so none overtakes it.
+        """
         if target is None:
             self._late()
-            return
+            return routing
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)
-        turn.message(target, value)
+        sent = None if not routing or target.actor.queued else route(target, value)
+        if sent is None:
+            turn.message(target, value)
+            routing = False
+        else:
+            for ref, out in sent:
+                turn.message(ref, out)
         pins = self._sync_pins.get(oid)
         if pins:  # the answer to a sync we forwarded: the peer need not stay exported for it
             if pins == 1:
@@ -901,6 +918,7 @@ class Relay:
             else:
                 self._sync_pins[oid] = pins - 1
             self._membrane.release((self._membrane.exports[oid],))
+        return routing
 
     def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
         held: list[_Entry] = []

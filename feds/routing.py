@@ -1,0 +1,106 @@
+"""The node's message fast path: a message crosses a node in the turn of the relay it came from.
+
+A message that reaches a node (a neighbour's ``<pub …>`` for an inbox, a mirrored answer, a
+client's message for local access) used to take at least two turns of the node's actor: the
+entry step (local access, an inbox, a mirror), then the fragment, whose index hands it to the
+rules' relays and deliveries, which send it on. Every one of those steps is a *message step*
+(:attr:`feds.actor.Entity.forwards`): for a message it only sends messages, changes nothing and
+reads only its own fixed state. So what the node sends for a message is a function of the
+message and of the node's state, and :func:`route` computes it by running those very steps (the
+rules' own code, nothing restated) with a :class:`_Recorder` in place of the node's turns; the
+relay then sends the result from its own turn.
+
+It is the same as the node's turns would do, and in the same order, when the node's actor has
+nothing queued (``Actor.queued``) and the relay's turn has sent the node nothing yet: the node's
+turn for this message would then be the next one it runs, so it would see the state seen here,
+and everything an earlier event from the same link caused has been sent already (the relay
+checks both; ``docs/protocols.md``, "The node's fast path"). The recorder keeps the actor's own
+order: a step of the node's own actor that runs inline (:attr:`~feds.actor.Entity.inline`) runs
+at once, a message to one of its dataspaces (:attr:`~feds.actor.Entity.prompt`) waits until the
+step that sent it is done, as the batch queued at the front of the node's queue would. Anything
+else (a step that is not a message step, a message for another kind of entity of the node, an
+exception, a loop) gives ``None``: nothing was sent, and the relay hands the message to the node
+as before, so an error still happens in the node's turn.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from feds.actor import Actor, Facet, Ref
+from feds.values import Value
+
+MAX_STEPS = 10_000
+"""Message steps :func:`route` runs for one message before it gives up (a loop inside a node)."""
+
+Sent = list[tuple[Ref, Value]]
+
+
+class _NotRoutable(Exception):
+    """A step on the way is not a message step: the message must take the node's turns."""
+
+
+class _Recorder:
+    """Stands in for the turns of ``actor`` while message steps run outside them.
+
+    It has what a message step uses of a :class:`~feds.actor.Turn`: :meth:`message` and the
+    current ``facet``.
+    """
+
+    __slots__ = ("actor", "facet", "later", "sent", "steps")
+
+    def __init__(self, actor: Actor) -> None:
+        self.actor = actor
+        self.facet: Facet | None = None
+        self.sent: Sent = []
+        """Messages for other actors, in the order sent."""
+        self.later: deque[tuple[Ref, Value]] = deque()
+        """Messages for the actor's own dataspaces, to run once the current step is done."""
+        self.steps = 0
+
+    def message(self, ref: Ref, value: Value) -> None:
+        if ref.actor is not self.actor:
+            self.sent.append((ref, value))
+            return
+        entity = ref.entity
+        if not entity.forwards:
+            raise _NotRoutable
+        if entity.inline:
+            self.run(ref, value)
+        elif entity.prompt:
+            self.later.append((ref, value))
+        else:
+            raise _NotRoutable
+
+    def run(self, ref: Ref, value: Value) -> None:
+        """Deliver ``value`` to the message step behind ``ref``, as its actor's turn would."""
+        facet = ref.facet
+        if not facet.alive:  # a turn skips an event for a stopped facet
+            return
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _NotRoutable
+        saved = self.facet
+        self.facet = facet
+        ref.entity.on_message(self, value)  # type: ignore[arg-type]
+        self.facet = saved
+
+
+def route(ref: Ref, value: Value) -> Sent | None:
+    """The messages that delivering message ``value`` to ``ref`` makes its actor send to other
+    actors, or ``None`` if a step on the way is not a message step (or fails).
+
+    Only call it when ``ref``'s actor would handle ``value`` in its very next turn: when it has
+    nothing queued and nothing for it is pending in the calling turn.
+    """
+    if not ref.entity.forwards:
+        return None
+    recorder = _Recorder(ref.actor)
+    try:
+        recorder.run(ref, value)
+        later = recorder.later
+        while later:
+            recorder.run(*later.popleft())
+    except Exception:  # not routable, or a step that fails: let it fail in the actor's turn
+        return None
+    return recorder.sent
