@@ -25,8 +25,6 @@ as before, so an error still happens in the node's turn.
 
 from __future__ import annotations
 
-from collections import deque
-
 from feds.actor import Actor, Facet, Ref
 from feds.values import Value
 
@@ -54,8 +52,8 @@ class _Recorder:
         self.facet: Facet | None = None
         self.sent: Sent = []
         """Messages for other actors, in the order sent."""
-        self.later: deque[tuple[Ref, Value]] = deque()
-        """Messages for the actor's own dataspaces, to run once the current step is done."""
+        self.later: list[tuple[Ref, Value]] = []
+        """Messages for the actor's own dataspaces, to run once the step before is done."""
         self.steps = 0
 
     def message(self, ref: Ref, value: Value) -> None:
@@ -99,8 +97,8 @@ def route(ref: Ref, value: Value) -> Sent | None:
     try:
         recorder.run(ref, value)
         later = recorder.later
-        while later:
-            recorder.run(*later.popleft())
+        for step in later:  # in order, including those the loop itself adds
+            recorder.run(*step)
     except Exception:  # not routable, or a step that fails: let it fail in the actor's turn
         return None
     return recorder.sent
