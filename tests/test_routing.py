@@ -11,7 +11,7 @@ from feds.actor import Ref, Scheduler, Turn
 from feds.dataspace import Dataspace
 from feds.pattern_forms import bind, rec_group
 from feds.protocols import protocol_names
-from feds.reactive import during, on_message, relay
+from feds.reactive import RelayEntity, during, on_message, relay
 from feds.routing import route
 from feds.sim.reference import Watcher, Workload
 from feds.values import Symbol, Value, record
@@ -113,3 +113,26 @@ def test_a_message_behind_an_assertion_queued_at_the_node_keeps_its_place(protoc
     work.send(publisher, record("a", 2))
     overlay.settle()
     assert arrivals == ["+", "!"]
+
+
+def test_route_skips_a_step_whose_facet_has_stopped() -> None:
+    """As a turn skips an event for a stopped facet: a late message for a withdrawn relay (an
+    aggregate-subs inbox whose subscription went) reaches no one."""
+    facets = []
+
+    def rules(t: Turn, ds: Ref, out: Ref) -> None:
+        def inner(t: Turn) -> None:
+            relay(t, ds, rec_group(A, [bind()]), lambda c: (out, record("got", c[0])))
+            facets.append(t.ref(RelayEntity(lambda x: (out, x))))
+
+        t.new_facet(inner)
+
+    sched = Scheduler()
+    ds, seen = _node_with_rules(sched, rules)
+    inbox = facets[0]
+    sent = route(inbox, record("x"))
+    assert sent is not None and [(r.entity, v) for r, v in sent] == [(seen, record("x"))]
+    sched.enqueue(ds.actor, ds.actor.root, lambda t: t.stop(inbox.facet))
+    sched.run_until_idle()
+    assert route(inbox, record("x")) == []
+    assert route(ds, record("a", 1)) == []
