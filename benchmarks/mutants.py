@@ -224,7 +224,8 @@ MUTANTS = [
     Mutant(
         "route-a-stopped-step",
         "feds/routing.py",
-        "        if not facet.alive:  # a turn skips an event for a stopped facet\n            return\n",
+        "        if not facet.alive:  # a turn skips an event for a stopped facet\n"
+        "            return\n",
         "",
         "routing runs a message step whose facet has stopped",
     ),
