@@ -210,7 +210,7 @@ MUTANTS = [
     Mutant(
         "route-past-a-queued-event",
         "feds/relay.py",
-        "sent = None if not routing or target.actor.queued else route(target, value)",
+        "sent = None if not routing or self.scheduler._queue else route(target, value)",
         "sent = None if not routing else route(target, value)",
         "a relay routes a message past events still queued at the node",
     ),

@@ -75,8 +75,8 @@ class Entity:
 
     Set by the message steps of a node (local access, a dataspace's dispatch, assertion relays,
     deliveries). :mod:`feds.routing` may run such a step for a message outside its actor's
-    turns, when that actor has nothing queued, collecting what it sends
-    (``docs/protocols.md``, "The node's fast path").
+    turns, when nothing is queued, collecting what it sends (``docs/protocols.md``, "The
+    node's fast path").
     """
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
@@ -156,8 +156,6 @@ class Actor:
         self.exit_hooks: list[Callable[[Actor], None]] = []
         self.work = 0
         """Events delivered to this actor, not counting sync traffic (see :meth:`Turn.sync`)."""
-        self.queued = 0
-        """Batches and actions of this actor waiting in the scheduler's queue."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -166,7 +164,6 @@ class Actor:
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
     """Queue a turn's ``batch`` for ``target``: next if ``actor`` sent it to its own prompt
     entities (:attr:`Entity.prompt`), else behind everything queued."""
-    target.queued += 1
     if target is actor:
         for kind, ref, _payload, _handle in batch:
             if kind == _SYNC or not ref.entity.prompt:
@@ -468,7 +465,6 @@ class Scheduler:
 
     def _push(self, item: tuple[Actor, Facet | None, Any]) -> None:
         was_idle = not self._queue
-        item[0].queued += 1
         self._queue.append(item)
         if was_idle and self.on_work is not None:
             self.on_work()
@@ -499,7 +495,6 @@ class Scheduler:
         run_batch = self._run_batch
         while queue and ran != limit:
             actor, facet, work = popleft()
-            actor.queued -= 1
             if not actor.alive:
                 continue
             ran += 1

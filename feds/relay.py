@@ -894,17 +894,18 @@ class Relay:
     ) -> bool:
         """Deliver a message; return whether later events of the packet may still be routed.
 
-        While ``routing``, a message for an actor with nothing queued (a node, usually) is
-        routed (:func:`feds.routing.route`): what that actor's next turn would send for it is
-        sent from this turn, without the actor's turns. Once an event has been handed to an
-        actor, later ones follow it through the queue, so none overtakes it.
+        While ``routing`` and nothing is queued, a message for an actor's message steps (a
+        node's, usually) is routed (:func:`feds.routing.route`): what that actor's next turn
+        would send for it is sent from this turn, without the actor's turns. Once an event of
+        the packet has been handed to an actor, later ones follow it through the queue, so none
+        overtakes it.
         """
         if target is None:
             self._late()
             return routing
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)
-        sent = None if not routing or target.actor.queued else route(target, value)
+        sent = None if not routing or self.scheduler._queue else route(target, value)
         if sent is None:
             turn.message(target, value)
             routing = False

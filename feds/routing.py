@@ -10,17 +10,17 @@ message and of the node's state, and :func:`route` computes it by running those 
 rules' own code, nothing restated) with a :class:`_Recorder` in place of the node's turns; the
 relay then sends the result from its own turn.
 
-It is the same as the node's turns would do, and in the same order, when the node's actor has
-nothing queued (``Actor.queued``) and the relay's turn has sent the node nothing yet: the node's
-turn for this message would then be the next one it runs, so it would see the state seen here,
-and everything an earlier event from the same link caused has been sent already (the relay
-checks both; ``docs/protocols.md``, "The node's fast path"). The recorder keeps the actor's own
-order: a step of the node's own actor that runs inline (:attr:`~feds.actor.Entity.inline`) runs
-at once, a message to one of its dataspaces (:attr:`~feds.actor.Entity.prompt`) waits until the
-step that sent it is done, as the batch queued at the front of the node's queue would. Anything
-else (a step that is not a message step, a message for another kind of entity of the node, an
-exception, a loop) gives ``None``: nothing was sent, and the relay hands the message to the node
-as before, so an error still happens in the node's turn.
+It is the same as the node's turns would do, and in the same order, when nothing is queued
+(neither for the node nor for anyone) and the relay's turn has handed the node nothing yet: the
+node's turn for this message would then be the next one it runs, so it would see the state seen
+here, and everything an earlier event from the same link caused has been sent already (the
+relay checks both; ``docs/protocols.md``, "The node's fast path"). The recorder keeps the
+actor's own order: a step of the node's actor that runs inline (:attr:`~feds.actor.Entity.inline`)
+runs at once, a message to one of its dataspaces (:attr:`~feds.actor.Entity.prompt`) waits until
+the step that sent it is done, as the batch queued at the front of the node's queue would.
+Anything else (a step that is not a message step, a message for another kind of entity of the
+node, an exception, a loop) gives ``None``: nothing was sent, and the relay hands the message to
+the node as before, so an error still happens in the node's turn.
 """
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def route(ref: Ref, value: Value) -> Sent | None:
     """The messages that delivering message ``value`` to ``ref`` makes its actor send to other
     actors, or ``None`` if a step on the way is not a message step (or fails).
 
-    Only call it when ``ref``'s actor would handle ``value`` in its very next turn: when it has
-    nothing queued and nothing for it is pending in the calling turn.
+    Only call it when ``ref``'s actor would handle ``value`` in its very next turn: when nothing
+    is queued and nothing for it is pending in the calling turn.
     """
     if not ref.entity.forwards:
         return None
