@@ -210,14 +210,14 @@ MUTANTS = [
     Mutant(
         "route-past-a-queued-event",
         "feds/relay.py",
-        "sent = None if not routing or self.scheduler._queue else route(target, value)",
-        "sent = None if not routing else route(target, value)",
+        "sent = None if busy is None or target.actor in busy else route(target, value)",
+        "sent = None if busy is None else route(target, value)",
         "a relay routes a message past events still queued at the node",
     ),
     Mutant(
         "route-after-a-handoff",
         "feds/relay.py",
-        "                continue\n            routing = False\n",
+        "                continue\n            busy = None\n",
         "                continue\n",
         "a relay routes a message past an event of the same packet it handed to the node",
     ),

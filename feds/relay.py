@@ -59,7 +59,7 @@ from feds.codec import (
     record_head,
 )
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
-from feds.routing import route
+from feds.routing import queued_actors, route
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -849,14 +849,16 @@ class Relay:
         self._touch(turn)
         self._membrane.unlowered = ref_count
         has_refs = ref_count > 0
-        routing = True  # no event of this packet has been handed to an actor's queue yet
+        # Actors with work queued, while no event of this packet has been handed to an actor
+        # (None: route nothing more).
+        busy = queued_actors(self.scheduler)
         for kind, oid, payload, handle in ops:
             entry = self._membrane.exports.get(oid)
             target = None if entry is None else entry.ref
             if kind is MESSAGE:
-                routing = self._apply_message(turn, oid, target, payload, has_refs, routing)
+                busy = self._apply_message(turn, oid, target, payload, has_refs, busy)
                 continue
-            routing = False
+            busy = None
             if kind is ASSERT:
                 self._apply_assert(turn, target, payload, handle, has_refs)
             elif kind is RETRACT:
@@ -890,25 +892,31 @@ class Relay:
         self._membrane.release(entries)
 
     def _apply_message(
-        self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool, routing: bool
-    ) -> bool:
-        """Deliver a message; return whether later events of the packet may still be routed.
+        self,
+        turn: Turn,
+        oid: int,
+        target: Ref | None,
+        value: Value,
+        has_refs: bool,
+        busy: set[Actor] | None,
+    ) -> set[Actor] | None:
+        """Deliver a message; return ``busy`` for the packet's next event.
 
-        While ``routing`` and nothing is queued, a message for an actor's message steps (a
-        node's, usually) is routed (:func:`feds.routing.route`): what that actor's next turn
+        A message for the message steps of an actor with nothing queued (not in ``busy``; a
+        node, usually) is routed (:func:`feds.routing.route`): what that actor's next turn
         would send for it is sent from this turn, without the actor's turns. Once an event of
-        the packet has been handed to an actor, later ones follow it through the queue, so none
-        overtakes it.
+        the packet has been handed to an actor (``None`` is returned from then on), later ones
+        follow it through the queue, so none overtakes it.
         """
         if target is None:
             self._late()
-            return routing
+            return busy
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)
-        sent = None if not routing or self.scheduler._queue else route(target, value)
+        sent = None if busy is None or target.actor in busy else route(target, value)
         if sent is None:
             turn.message(target, value)
-            routing = False
+            busy = None
         else:
             for ref, out in sent:
                 turn.message(ref, out)
@@ -919,7 +927,7 @@ class Relay:
             else:
                 self._sync_pins[oid] = pins - 1
             self._membrane.release((self._membrane.exports[oid],))
-        return routing
+        return busy
 
     def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
         held: list[_Entry] = []

@@ -10,11 +10,11 @@ message and of the node's state, and :func:`route` computes it by running those 
 rules' own code, nothing restated) with a :class:`_Recorder` in place of the node's turns; the
 relay then sends the result from its own turn.
 
-It is the same as the node's turns would do, and in the same order, when nothing is queued
-(neither for the node nor for anyone) and the relay's turn has handed the node nothing yet: the
-node's turn for this message would then be the next one it runs, so it would see the state seen
-here, and everything an earlier event from the same link caused has been sent already (the
-relay checks both; ``docs/protocols.md``, "The node's fast path"). The recorder keeps the
+It is the same as the node's turns would do, and in the same order, when the node has nothing
+queued (:func:`queued_actors`) and the relay's turn has handed it nothing yet: the node's turn
+for this message would then be the next one it runs, so it would see the state seen here, and
+everything an earlier event from the same link caused has been sent already (the relay checks
+both; ``docs/protocols.md``, "The node's fast path"). The recorder keeps the
 actor's own order: a step of the node's actor that runs inline (:attr:`~feds.actor.Entity.inline`)
 runs at once, a message to one of its dataspaces (:attr:`~feds.actor.Entity.prompt`) waits until
 the step that sent it is done, as the batch queued at the front of the node's queue would.
@@ -25,9 +25,11 @@ the node as before, so an error still happens in the node's turn.
 
 from __future__ import annotations
 
-from feds.actor import Actor, Facet, Ref
+from feds.actor import Actor, Facet, Ref, Scheduler
 from feds.values import Value
 
+MAX_QUEUE = 64
+"""The longest scheduler queue :func:`queued_actors` looks through (a longer one: route nothing)."""
 MAX_STEPS = 10_000
 """Message steps :func:`route` runs for one message before it gives up (a loop inside a node)."""
 
@@ -84,12 +86,21 @@ class _Recorder:
         self.facet = saved
 
 
+def queued_actors(scheduler: Scheduler) -> set[Actor] | None:
+    """The actors with a batch or an action in ``scheduler``'s queue (``None`` if the queue is
+    too long to look through: then nothing is routed)."""
+    queue = scheduler._queue
+    if len(queue) > MAX_QUEUE:
+        return None
+    return {item[0] for item in queue}
+
+
 def route(ref: Ref, value: Value) -> Sent | None:
     """The messages that delivering message ``value`` to ``ref`` makes its actor send to other
     actors, or ``None`` if a step on the way is not a message step (or fails).
 
-    Only call it when ``ref``'s actor would handle ``value`` in its very next turn: when nothing
-    is queued and nothing for it is pending in the calling turn.
+    Only call it when ``ref``'s actor would handle ``value`` in its very next turn: when it has
+    nothing queued and nothing for it is pending in the calling turn.
     """
     if not ref.entity.forwards:
         return None
