@@ -210,8 +210,8 @@ MUTANTS = [
     Mutant(
         "route-past-a-queued-event",
         "feds/relay.py",
-        "sent = None if busy is None or target.actor in busy else route(target, value)",
-        "sent = None if busy is None else route(target, value)",
+        "sent = None if busy is None or target.actor in busy else self._router.route(",
+        "sent = None if busy is None else self._router.route(",
         "a relay routes a message past events still queued at the node",
     ),
     Mutant(

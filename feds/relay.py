@@ -59,7 +59,7 @@ from feds.codec import (
     record_head,
 )
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
-from feds.routing import queued_actors, route
+from feds.routing import Router, queued_actors
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -583,6 +583,7 @@ class Relay:
         self._transient: list[_Entry] = []  # entries held until the current turn commits
         self._flush_turn: Turn | None = None
         self._inert_ref: Ref | None = None
+        self._router = Router()
 
         if isinstance(initial, Ref):
             self._membrane.export(initial, oid=0, pinned=True)
@@ -903,7 +904,7 @@ class Relay:
         """Deliver a message; return ``busy`` for the packet's next event.
 
         A message for the message steps of an actor with nothing queued (not in ``busy``; a
-        node, usually) is routed (:func:`feds.routing.route`): what that actor's next turn
+        node, usually) is routed (:meth:`feds.routing.Router.route`): what that actor's next turn
         would send for it is sent from this turn, without the actor's turns. Once an event of
         the packet has been handed to an actor (``None`` is returned from then on), later ones
         follow it through the queue, so none overtakes it.
@@ -913,7 +914,7 @@ class Relay:
             return busy
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)
-        sent = None if busy is None or target.actor in busy else route(target, value)
+        sent = None if busy is None or target.actor in busy else self._router.route(target, value)
         if sent is None:
             turn.message(target, value)
             busy = None

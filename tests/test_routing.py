@@ -12,7 +12,7 @@ from feds.dataspace import Dataspace
 from feds.pattern_forms import bind, rec_group
 from feds.protocols import protocol_names
 from feds.reactive import RelayEntity, during, on_message, relay
-from feds.routing import route
+from feds.routing import Router
 from feds.sim.reference import Watcher, Workload
 from feds.values import Symbol, Value, record
 from tests.recording import Recorder
@@ -51,7 +51,7 @@ def _two_relays(t: Turn, ds: Ref, out: Ref) -> None:
 def test_route_sends_what_the_nodes_turns_would_send() -> None:
     sched = Scheduler()
     ds, seen = _node_with_rules(sched, _two_relays)
-    sent = route(ds, record("a", 1))
+    sent = Router().route(ds, record("a", 1))
     assert sent is not None
     assert [(ref.entity, value) for ref, value in sent] == [(seen, record("got", 1))]
     assert seen.events == []  # routing only computes: the caller sends
@@ -68,7 +68,7 @@ def test_route_leaves_a_step_that_is_not_a_message_step_to_the_node() -> None:
 
     sched = Scheduler()
     ds, _seen = _node_with_rules(sched, rules)
-    assert route(ds, record("a", 1)) is None
+    assert Router().route(ds, record("a", 1)) is None
     assert calls == []
 
 
@@ -78,8 +78,8 @@ def test_route_leaves_a_failing_step_to_fail_in_the_nodes_turn() -> None:
 
     sched = Scheduler()
     ds, seen = _node_with_rules(sched, rules)
-    assert route(ds, record("a", 0)) is None
-    sent = route(ds, record("a", 1))
+    assert Router().route(ds, record("a", 0)) is None
+    sent = Router().route(ds, record("a", 1))
     assert sent is not None and [(r.entity, v) for r, v in sent] == [(seen, record("got", 1))]
 
 
@@ -130,9 +130,9 @@ def test_route_skips_a_step_whose_facet_has_stopped() -> None:
     sched = Scheduler()
     ds, seen = _node_with_rules(sched, rules)
     inbox = facets[0]
-    sent = route(inbox, record("x"))
+    sent = Router().route(inbox, record("x"))
     assert sent is not None and [(r.entity, v) for r, v in sent] == [(seen, record("x"))]
     sched.enqueue(ds.actor, ds.actor.root, lambda t: t.stop(inbox.facet))
     sched.run_until_idle()
-    assert route(inbox, record("x")) == []
-    assert route(ds, record("a", 1)) == []
+    assert Router().route(inbox, record("x")) == []
+    assert Router().route(ds, record("a", 1)) == []
