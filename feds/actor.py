@@ -69,16 +69,6 @@ class Entity:
     run early (a sync answers after every event queued before it).
     """
 
-    forwards: ClassVar[bool] = False
-    """Whether its ``on_message`` only sends messages (``turn.message``): no other effect, no
-    change of state, nothing read but its own fixed state and its facet's liveness.
-
-    Set by the message steps of a node (local access, a dataspace's dispatch, assertion relays,
-    deliveries). :mod:`feds.routing` may run such a step for a message outside its actor's
-    turns, when nothing is queued, collecting what it sends (``docs/protocols.md``, "The
-    node's fast path").
-    """
-
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         """``value`` is now asserted at this entity under ``handle``."""
 

@@ -67,7 +67,6 @@ class Dataspace(Entity):
     """A plain dataspace: assertions in, matches out to observers."""
 
     prompt = True
-    forwards = True  # a message only goes to the observers it matches
 
     def __init__(self) -> None:
         self.index = Index()

@@ -233,8 +233,6 @@ class LocalAccess(Entity):
     token per distinct Observe for as long as a copy of it is asserted here.
     """
 
-    forwards = True  # a message is wrapped and sent into the fragment, nothing else
-
     def __init__(self, node: Node) -> None:
         self.node = node
         self.handles: dict[Handle, tuple[Handle, Value]] = {}

@@ -48,7 +48,6 @@ class _During(Entity):
     def __init__(self, on_add: OnCaptures | None, on_msg: OnCaptures | None) -> None:
         self.on_add = on_add
         self.on_msg = on_msg
-        self.forwards = on_msg is None  # a message does nothing here unless on_msg is given
         self.facets: dict[Handle, Facet] = {}
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
@@ -92,13 +91,10 @@ class RelayEntity(Entity):
     """An assertion relay's observer: maps each captures vector to an assertion elsewhere.
 
     Messages go through ``message_transform`` (by default the same ``transform``). A rule
-    step: events from its own actor run inline (:attr:`feds.actor.Entity.inline`); a message
-    step (:attr:`feds.actor.Entity.forwards`) if its transforms are pure functions, as the
-    protocols' are.
+    step: events from its own actor run inline (:attr:`feds.actor.Entity.inline`).
     """
 
     inline = True
-    forwards = True
 
     def __init__(
         self,

@@ -59,7 +59,6 @@ from feds.codec import (
     record_head,
 )
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
-from feds.routing import Router, queued_actors
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -583,7 +582,6 @@ class Relay:
         self._transient: list[_Entry] = []  # entries held until the current turn commits
         self._flush_turn: Turn | None = None
         self._inert_ref: Ref | None = None
-        self._router = Router()
 
         if isinstance(initial, Ref):
             self._membrane.export(initial, oid=0, pinned=True)
@@ -850,20 +848,15 @@ class Relay:
         self._touch(turn)
         self._membrane.unlowered = ref_count
         has_refs = ref_count > 0
-        # Actors with work queued, while no event of this packet has been handed to an actor
-        # (None: route nothing more).
-        busy = queued_actors(self.scheduler)
         for kind, oid, payload, handle in ops:
             entry = self._membrane.exports.get(oid)
             target = None if entry is None else entry.ref
-            if kind is MESSAGE:
-                busy = self._apply_message(turn, oid, target, payload, has_refs, busy)
-                continue
-            busy = None
             if kind is ASSERT:
                 self._apply_assert(turn, target, payload, handle, has_refs)
             elif kind is RETRACT:
                 self._apply_retract(turn, handle)
+            elif kind is MESSAGE:
+                self._apply_message(turn, oid, target, payload, has_refs)
             else:
                 self._apply_sync(turn, target, payload)
 
@@ -893,34 +886,14 @@ class Relay:
         self._membrane.release(entries)
 
     def _apply_message(
-        self,
-        turn: Turn,
-        oid: int,
-        target: Ref | None,
-        value: Value,
-        has_refs: bool,
-        busy: set[Actor] | None,
-    ) -> set[Actor] | None:
-        """Deliver a message; return ``busy`` for the packet's next event.
-
-        A message for the message steps of an actor with nothing queued (not in ``busy``; a
-        node, usually) is routed (:meth:`feds.routing.Router.route`): what that actor's next turn
-        would send for it is sent from this turn, without the actor's turns. Once an event of
-        the packet has been handed to an actor (``None`` is returned from then on), later ones
-        follow it through the queue, so none overtakes it.
-        """
+        self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
+    ) -> None:
         if target is None:
             self._late()
-            return busy
+            return
         if has_refs:
             value = self._membrane.lower_value(value, self._transient)
-        sent = None if busy is None or target.actor in busy else self._router.route(target, value)
-        if sent is None:
-            turn.message(target, value)
-            busy = None
-        else:
-            for ref, out in sent:
-                turn.message(ref, out)
+        turn.message(target, value)
         pins = self._sync_pins.get(oid)
         if pins:  # the answer to a sync we forwarded: the peer need not stay exported for it
             if pins == 1:
@@ -928,7 +901,6 @@ class Relay:
             else:
                 self._sync_pins[oid] = pins - 1
             self._membrane.release((self._membrane.exports[oid],))
-        return busy
 
     def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
         held: list[_Entry] = []

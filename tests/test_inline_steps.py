@@ -142,11 +142,9 @@ def test_a_rule_stops_in_the_turn_its_match_goes() -> None:
     assert seen.events == [("!", record("got", 1))]
 
 
-TURNS = {"copy-up": 8, "observer-flood": 9, "aggregate-subs": 9}
+TURNS = {"copy-up": 10, "observer-flood": 13, "aggregate-subs": 13}
 """Turns per message from a client at n2 to an observer at n0 (over relays carrying real
-frames; clients' turns included). With every rule step in a turn of its own: 13, 15, 17; with
-rule steps inline but every message taking the node's turns at n1 and n0 (no routing by the
-relays, ``feds.routing``): 10, 13, 13."""
+frames; clients' turns included). With every rule step in a turn of its own: 13, 15, 17."""
 
 
 @pytest.mark.parametrize("protocol", protocol_names())

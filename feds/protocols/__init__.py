@@ -60,8 +60,7 @@ class Sink:
         raise NotImplementedError
 
     def send(self, turn: Turn, out: Value) -> None:
-        """A match is a message: send what it gives with ``turn.message``, and nothing else
-        (:func:`feds.routing.route` may run it outside the fragment's turns)."""
+        """A match is a message."""
         raise NotImplementedError
 
 
@@ -110,11 +109,9 @@ class Deliveries(Sink):
 
 class _Delivering(Entity):
     """A relay whose matches go to a :class:`Sink` (see :func:`deliver`); a rule step that runs
-    inline (:attr:`feds.actor.Entity.inline`) and, for messages, a message step
-    (:attr:`feds.actor.Entity.forwards`): a sink's ``send`` only sends."""
+    inline (:attr:`feds.actor.Entity.inline`)."""
 
     inline = True
-    forwards = True
 
     def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
         self.sink = sink
