@@ -128,6 +128,10 @@ whole subtree asserts (copy-up sends everything towards the root), so its bound 
 _MAX_ID: Final = 2**63
 _ATOMS: Final = frozenset({type(None), bool, int, float, str, bytes, Symbol})
 _TURN_OVERHEAD: Final = 32  # bytes around the events of a turn packet (label, array headers)
+TURN_PACKET_EVENTS: Final = 1024
+"""Most events one ``<turn>`` packet carries: a bigger turn is split over consecutive packets, so
+that the far side decodes and applies it in parts of bounded time (and keeps serving its other
+links meanwhile) instead of in one step of seconds."""
 
 
 def _turn_prefix() -> bytes:
@@ -579,6 +583,7 @@ class Relay:
         self._outbound: dict[Handle, object] = {}  # our handle -> (oid, entries) | _DROPPED
         self._sync_pins: dict[int, int] = {}  # exported oid -> syncs awaiting their answer
         self._events: list[bytes] = []  # encoded events of the current turn
+        self._removals: list[bytes] = []  # its retractions, sent after the rest
         self._transient: list[_Entry] = []  # entries held until the current turn commits
         self._flush_turn: Turn | None = None
         self._inert_ref: Ref | None = None
@@ -935,7 +940,7 @@ class Relay:
         if held is _DROPPED:
             return
         oid, entries = held  # type: ignore[misc]
-        self._emit(turn, oid, [_RETRACT_HEAD, handle])
+        self._emit(turn, oid, [_RETRACT_HEAD, handle], self._removals)
         self._membrane.release(entries)
 
     def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
@@ -957,8 +962,11 @@ class Relay:
         else:
             self._transient.append(entry)
 
-    def _emit(self, turn: Turn, oid: int, event: list) -> list[_Entry] | None:
-        """Encode one event into the current turn's packet; None if it cannot be sent.
+    def _emit(
+        self, turn: Turn, oid: int, event: list, into: list[bytes] | None = None
+    ) -> list[_Entry] | None:
+        """Encode one event into the current turn's packet (``into``: a list of the turn's
+        events other than ``_events``); None if it cannot be sent.
 
         ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
         as the event's record without making one.
@@ -978,7 +986,7 @@ class Relay:
             if self.on_drop is not None:
                 self.on_drop(f"{name} not sent: {e}")
             return None
-        self._events.append(data)
+        (self._events if into is None else into).append(data)
         return membrane.lifted
 
     # -- turn commit: one packet per turn ---------------------------------------------------------
@@ -993,6 +1001,9 @@ class Relay:
         self._flush_turn = None
         if self.closed:
             return
+        if self._removals:  # last, as the far side applies them (so also when a turn is split)
+            self._events += self._removals
+            self._removals = []
         if self._events:
             self._write_turns(self._events)
             self._events = []
@@ -1004,14 +1015,17 @@ class Relay:
             membrane.collect()
 
     def _write_turns(self, events: list[bytes]) -> None:
-        """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the limit."""
+        """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the frame
+        size limit or :data:`TURN_PACKET_EVENTS`. The retractions come last (:meth:`_flush`),
+        so a split turn never shows the far side a gap that the whole turn would not."""
         limit = self.limits.max_frame_size - _TURN_OVERHEAD
-        if len(events) == 1 or sum(map(len, events)) <= limit:  # the usual case: one packet
-            self._write_turn(events)
+        count = len(events)
+        if count == 1 or (count <= TURN_PACKET_EVENTS and sum(map(len, events)) <= limit):
+            self._write_turn(events)  # the usual case: one packet
             return
         start, size = 0, 0
         for i, data in enumerate(events):
-            if size + len(data) > limit and i > start:
+            if i > start and (size + len(data) > limit or i - start == TURN_PACKET_EVENTS):
                 self._write_turn(events[start:i])
                 start, size = i, 0
             size += len(data)
@@ -1044,6 +1058,7 @@ class Relay:
         if notify:
             self._send_error(reason, detail)
         self._events.clear()
+        self._removals.clear()
         self._transient.clear()
         self._membrane.clear()
         if self.budget is not None:

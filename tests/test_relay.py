@@ -16,6 +16,7 @@ from feds.relay import (
     CLIENT,
     PEER,
     PROTOCOL_VERSION,
+    TURN_PACKET_EVENTS,
     VALUE_CACHE_SLOTS,
     Hello,
     Relay,
@@ -788,6 +789,53 @@ def test_a_turn_too_big_for_one_frame_is_split_and_a_huge_event_dropped() -> Non
     settle([sched], (server, client))
     assert [v[0] for _, v in rec.events] == list(range(10))
     assert client.stats.packets_out - before > 1 and not server.closed
+
+
+def test_a_turn_of_many_events_is_split_into_packets_of_bounded_length() -> None:
+    """The far side decodes and applies a big turn (a Spark commit) in parts of bounded time."""
+    sched = Scheduler()
+    rec = Recorder()
+    _, target = entity_ref(sched, rec)
+    server = Relay(sched, "server", PEER, target)
+    proxies: list[Ref] = []
+    client = Relay(sched, "client", CLIENT, on_ready=lambda t, h, r: proxies.append(r))
+    settle([sched], (server, client))
+    before = client.stats.packets_out
+    count = 2 * TURN_PACKET_EVENTS + 10
+    act(sched, lambda t: [t.message(proxies[0], i) for i in range(count)])
+    settle([sched], (server, client))
+    assert [v for _, v in rec.events] == list(range(count))
+    assert client.stats.packets_out - before == 3 and not server.closed
+
+
+def test_a_split_replacement_never_shows_the_far_side_a_gap() -> None:
+    """A turn that retracts many assertions and then makes their replacements crosses the wire
+    in several packets with its retractions last, as the far side applies one packet."""
+    sched = Scheduler()
+    rec = Recorder()
+    _, target = entity_ref(sched, rec)
+    server = Relay(sched, "server", PEER, target)
+    proxies: list[Ref] = []
+    client = Relay(sched, "client", CLIENT, on_ready=lambda t, h, r: proxies.append(r))
+    settle([sched], (server, client))
+    count = TURN_PACKET_EVENTS + 500
+    held: list[int] = []
+    holder = act(
+        sched, lambda t: held.extend(t.publish(proxies[0], ("old", i)) for i in range(count))
+    )
+    settle([sched], (server, client))
+    rec.events.clear()
+
+    def replace_all(t: Turn) -> None:
+        for handle in held:
+            t.retract(handle)
+        for i in range(count):
+            t.publish(proxies[0], ("new", i))
+
+    act(sched, replace_all, holder)
+    settle([sched], (server, client))
+    kinds = [kind for kind, _ in rec.events]
+    assert kinds == ["+"] * count + ["-"] * count and not server.closed
 
 
 def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:
