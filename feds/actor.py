@@ -28,7 +28,8 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from types import GeneratorType
 from typing import Any, ClassVar
 
 from feds.values import Embedded, Value, register_reference_class
@@ -36,7 +37,10 @@ from feds.values import Embedded, Value, register_reference_class
 log = logging.getLogger("feds.actor")
 
 Handle = int
-TurnAction = Callable[["Turn"], None]
+TurnAction = Callable[["Turn"], "Iterator[int] | None"]
+"""Code run in a turn. A generator function may do a big turn's work in parts: each
+``yield n`` says it did ``n`` more events' worth and may be paused there
+(:meth:`Scheduler.run_until_idle`)."""
 
 _PUBLISH, _MESSAGE, _SYNC, _RETRACT = 0, 1, 2, 3
 _UNBOUNDED = 1 << 62
@@ -449,8 +453,9 @@ class Scheduler:
 
     def __init__(self) -> None:
         self._queue: deque[tuple[Actor, Facet | None, Any]] = deque()
-        self._open: tuple[Actor, Turn, list[tuple], int] | None = None
-        """A batch cut short by ``max_events``: its actor, its turn, the events, the next one."""
+        self._open: tuple[Actor, Turn, Any, int] | None = None
+        """A turn cut short by ``max_events``: its actor, the turn, and its batch and the index
+        of the next event, or its action's generator and -1."""
         self._handles = itertools.count(1)
         self.on_work: Callable[[], None] | None = None
         self.turns_run = 0
@@ -483,11 +488,12 @@ class Scheduler:
         """Run queued turns until none are left, ``max_turns`` began or about ``max_events``
         events were handled; return how many turns began.
 
-        A batch of more events than are left of ``max_events`` is handled in part: its turn
-        stays open, and the next call goes on with it before anything else, so that the turns
-        run exactly as without the bound. Only the caller gets the chance to do other work
-        between the parts (a driver serving I/O while a node works through a turn of a million
-        events); the turn's effects are committed once, when its last event has been handled.
+        A batch of more events than are left of ``max_events`` is handled in part, and so is
+        an action written as a generator (:data:`TurnAction`) once it has yielded that many: its
+        turn stays open, and the next call goes on with it before anything else, so that the
+        turns run exactly as without the bound. Only the caller gets the chance to do other
+        work between the parts (a driver serving I/O while a node works through a turn of a
+        million events); the turn's effects are committed once, when it has done all its work.
         """
         ran = 0
         limit = -1 if max_turns is None else max_turns
@@ -497,10 +503,14 @@ class Scheduler:
         run_batch = self._run_batch
         while ran != limit and room > 0:
             if self._open is not None:
-                actor, turn, batch, start = self._open
+                actor, turn, work, start = self._open
                 self._open = None
-                if actor.alive:
-                    room -= run_batch(actor, batch, room, turn, start)
+                if not actor.alive:
+                    continue
+                if start < 0:
+                    room -= self._run_steps(actor, turn, work, room)
+                else:
+                    room -= run_batch(actor, work, room, turn, start)
                 continue
             if not queue:
                 break
@@ -511,19 +521,38 @@ class Scheduler:
             if facet is None:
                 room -= run_batch(actor, work, room)
             elif facet.alive:
-                room -= 1
-                self._run_action(actor, facet, work)
+                room -= self._run_action(actor, facet, work, room)
         self.turns_run += ran
         return ran
 
-    def _run_action(self, actor: Actor, facet: Facet, action: TurnAction) -> None:
+    def _run_action(self, actor: Actor, facet: Facet, action: TurnAction, room: int) -> int:
+        """Run ``action`` in a new turn (a generator's first ``room`` events' worth, if it is
+        one); return the events' worth done (at least 1)."""
         actor.work += 1
         turn = Turn(facet)
         try:
-            action(turn)
+            steps = action(turn)
+            if steps.__class__ is GeneratorType:
+                return self._run_steps(actor, turn, steps, room)  # type: ignore[arg-type]
             turn._finish()
         except Exception as exc:
             self._crash(actor, exc)
+        return 1
+
+    def _run_steps(self, actor: Actor, turn: Turn, steps: Iterator[int], room: int) -> int:
+        """Go on with a generator action until it is done (then commit its turn) or has done
+        ``room`` events' worth (then leave it open); return the events' worth done."""
+        done = 0
+        try:
+            for count in steps:
+                done += count
+                if done >= room:
+                    self._open = (actor, turn, steps, -1)
+                    return done
+            turn._finish()
+        except Exception as exc:
+            self._crash(actor, exc)
+        return max(done, 1)
 
     def _run_batch(
         self, actor: Actor, batch: list[tuple], room: int, turn: Turn | None = None, start: int = 0

@@ -168,6 +168,31 @@ class ProtocolError(Exception):
         self.detail = detail
 
 
+def _check_turn_length(frame: bytes) -> None:
+    """Refuse a ``<turn>`` packet of more than :data:`TURN_PACKET_EVENTS` events before it is
+    decoded: decoding and applying a million events would keep the node from its other links
+    for many seconds."""
+    if not frame.startswith(_TURN_PREFIX):
+        return
+    at = len(_TURN_PREFIX)
+    head = frame[at] if len(frame) > at else 0
+    if head == 0xDC:
+        count = int.from_bytes(frame[at + 1 : at + 3], "big")
+    elif head == 0xDD:
+        count = int.from_bytes(frame[at + 1 : at + 5], "big")
+    else:
+        return  # a fixarray (at most 15 events) or a malformed packet, which decoding reports
+    _check_turn_count(count)
+
+
+def _check_turn_count(count: int) -> None:
+    if count > TURN_PACKET_EVENTS:
+        raise ProtocolError(
+            f"turn of {count} events: at most {TURN_PACKET_EVENTS} per packet "
+            "(split a bigger turn over several packets)"
+        )
+
+
 def negotiate_version(theirs: int) -> int | None:
     """The version to speak with a peer that announced ``theirs``, or None if there is none.
 
@@ -574,6 +599,7 @@ class Relay:
             embedded=self._membrane, limits=limits, cache_slots=VALUE_CACHE_SLOTS
         )
         self._membrane.known_ref_free = self._frames.decoder.known_ref_free
+        self._frames.inspect = _check_turn_length
         self._encoder = Encoder(self._membrane, limits)  # with a cache once version 2 is agreed
         self._plain_encoder = Encoder(None, limits)
         self._packer = msgpack.Packer(autoreset=True)
@@ -776,6 +802,7 @@ class Relay:
     def _on_turn(self, packet: Record, refs: list[WireRef]) -> None:
         if len(packet.fields) != 1 or packet.fields[0].__class__ is not tuple:
             raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
+        _check_turn_count(len(packet.fields[0]))  # also when not encoded as feds does
         for wire in refs:
             if wire.kind == YOURS and not self._membrane.known_export(wire.oid):
                 raise ProtocolError(

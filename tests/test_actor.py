@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from feds.actor import (
     _MESSAGE,
@@ -451,3 +451,43 @@ def test_an_open_batch_keeps_the_scheduler_busy() -> None:
     assert sched.run_until_idle(max_events=2) == 0  # it went on: no new turn began
     sched.run_until_idle()
     assert sched.idle() and [v for _, v in rec.events] == list(range(5))
+
+
+def test_an_action_written_as_a_generator_runs_in_parts_and_commits_once() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    actor = sched.spawn(lambda t: None)
+    sched.run_until_idle()
+
+    def publish_in_parts(t: Turn) -> Iterator[int]:
+        for i in range(10):
+            t.publish(ref, i)
+            yield 1
+
+    sched.enqueue(actor, actor.root, publish_in_parts)
+    sched.enqueue(actor, actor.root, lambda t: t.message(ref, "after"))
+    parts = 0
+    while not sched.idle():
+        sched.run_until_idle(max_events=3)
+        parts += 1
+        if not rec.events:
+            assert parts <= 4, "nothing is visible before the big turn ends"
+    assert rec.events == [*(("+", i) for i in range(10)), ("!", "after")]
+    assert parts >= 4
+
+
+def test_a_generator_action_that_raises_has_no_effects() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+
+    def fail_halfway(t: Turn) -> Iterator[int]:
+        t.publish(ref, 1)
+        yield 1
+        raise RuntimeError("boom")
+
+    actor = sched.spawn(lambda t: None)
+    sched.run_until_idle()
+    sched.enqueue(actor, actor.root, fail_halfway)
+    while not sched.idle():
+        sched.run_until_idle(max_events=1)
+    assert rec.events == [] and not actor.alive

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -34,6 +34,9 @@ from feds.values import Record, Value
 
 log = logging.getLogger("feds.spark")
 
+STEP = 256
+"""Rows of a commit applied between two points where its turn may be paused."""
+
 
 class Holder:
     """The actor that holds the publications' assertions at the leaf's local access."""
@@ -48,19 +51,27 @@ class Holder:
     def _boot(self, turn: Turn) -> None:
         self.facet = turn.facet
 
-    def apply(self, turn: Turn, name: str, diff: Diff) -> None:
-        """Apply ``diff`` to publication ``name`` in this turn: adds, removes, then messages."""
+    def apply(self, turn: Turn, name: str, diff: Diff) -> Iterator[int]:
+        """Apply ``diff`` to publication ``name`` in this turn: adds, removes, then messages,
+        yielding every :data:`STEP` rows, so that the leaf's node keeps serving its links
+        meanwhile (a commit of a million rows takes seconds; see :data:`~feds.actor.TurnAction`)."""
         access = self.runtime.node.access
         handles = self.handles
-        for record in diff.adds:
+        for i, record in enumerate(diff.adds, 1):
             handles.setdefault((name, record), []).append(turn.publish(access, record))
-        for record in diff.removes:
+            if not i % STEP:
+                yield STEP
+        for i, record in enumerate(diff.removes, 1):
             held = handles[(name, record)]
             turn.retract(held.pop())
             if not held:
                 del handles[(name, record)]
-        for record in diff.messages:
+            if not i % STEP:
+                yield STEP
+        for i, record in enumerate(diff.messages, 1):
             turn.message(access, record)
+            if not i % STEP:
+                yield STEP
 
 
 class Leaf:
@@ -181,13 +192,13 @@ class Leaf:
         done = trio.Event()
         outcome: list[Any] = []
 
-        def turn_action(turn: Turn) -> None:
+        def turn_action(turn: Turn) -> Iterator[int]:
             try:
                 diff = decide()
             except PublicationError as exc:
                 outcome.append(Record(ERROR, (str(exc),)))
             else:
-                self.holder.apply(turn, name, diff)
+                yield from self.holder.apply(turn, name, diff)
                 outcome.append(
                     Record(
                         OK, (len(diff.adds), len(diff.removes), len(diff.messages), diff.replayed)
