@@ -359,7 +359,8 @@ class _Link:
                 if not data:
                     relay.close("connection closed by the far side")
                     return
-                self.last_read = now = trio.current_time()
+                self.last_read = trio.current_time()
+                frames = relay.stats.packets_in
                 if backpressure is not None:
                     backpressure.progressed(self)  # the far side is alive: slow, not stalled
                 if driver is None:
@@ -381,8 +382,11 @@ class _Link:
                         self.reading = True
                 if not relay.partial_input:
                     self.partial_since = None
-                elif self.partial_since is None:
-                    self.partial_since = now
+                elif self.partial_since is None or relay.stats.packets_in != frames:
+                    # a frame begun by this read (a stream of frames, each read ending in one,
+                    # is not a frame that never ends), counted since the read or since reading
+                    # resumed after the node's busy spell
+                    self.partial_since = self.last_read
         except _STREAM_ERRORS as e:
             relay.close(f"connection lost: {e or type(e).__name__}")
 

@@ -793,49 +793,34 @@ def test_a_turn_too_big_for_one_frame_is_split_and_a_huge_event_dropped() -> Non
 
 def test_a_turn_of_many_events_is_split_into_packets_of_bounded_length() -> None:
     """The far side decodes and applies a big turn (a Spark commit) in parts of bounded time."""
-    sched = Scheduler()
-    rec = Recorder()
-    _, target = entity_ref(sched, rec)
-    server = Relay(sched, "server", PEER, target)
-    proxies: list[Ref] = []
-    client = Relay(sched, "client", CLIENT, on_ready=lambda t, h, r: proxies.append(r))
-    settle([sched], (server, client))
-    before = client.stats.packets_out
+    link = Link()
+    before = link.client.stats.packets_out
     count = 2 * TURN_PACKET_EVENTS + 10
-    act(sched, lambda t: [t.message(proxies[0], i) for i in range(count)])
-    settle([sched], (server, client))
-    assert [v for _, v in rec.events] == list(range(count))
-    assert client.stats.packets_out - before == 3 and not server.closed
+    link.client_act(lambda t: [t.message(link.proxy, i) for i in range(count)])
+    assert [v for _, v in link.recorder.events] == list(range(count))
+    assert link.client.stats.packets_out - before == 3 and not link.server.closed
 
 
 def test_a_split_replacement_never_shows_the_far_side_a_gap() -> None:
     """A turn that retracts many assertions and then makes their replacements crosses the wire
     in several packets with its retractions last, as the far side applies one packet."""
-    sched = Scheduler()
-    rec = Recorder()
-    _, target = entity_ref(sched, rec)
-    server = Relay(sched, "server", PEER, target)
-    proxies: list[Ref] = []
-    client = Relay(sched, "client", CLIENT, on_ready=lambda t, h, r: proxies.append(r))
-    settle([sched], (server, client))
+    link = Link()
     count = TURN_PACKET_EVENTS + 500
     held: list[int] = []
-    holder = act(
-        sched, lambda t: held.extend(t.publish(proxies[0], ("old", i)) for i in range(count))
+    holder = link.client_act(
+        lambda t: held.extend(t.publish(link.proxy, ("old", i)) for i in range(count))
     )
-    settle([sched], (server, client))
-    rec.events.clear()
+    link.recorder.events.clear()
 
     def replace_all(t: Turn) -> None:
         for handle in held:
             t.retract(handle)
         for i in range(count):
-            t.publish(proxies[0], ("new", i))
+            t.publish(link.proxy, ("new", i))
 
-    act(sched, replace_all, holder)
-    settle([sched], (server, client))
-    kinds = [kind for kind, _ in rec.events]
-    assert kinds == ["+"] * count + ["-"] * count and not server.closed
+    link.client_act(replace_all, holder)
+    kinds = [kind for kind, _ in link.recorder.events]
+    assert kinds == ["+"] * count + ["-"] * count and not link.server.closed
 
 
 def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:

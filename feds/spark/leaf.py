@@ -26,6 +26,7 @@ import trio
 from feds.actor import Facet, Handle, Turn
 from feds.codec import NEED_DATA, CodecError, FrameDecoder, encode_frame
 from feds.driver import Driver
+from feds.gc_pauses import pauses_bounded
 from feds.runtime import NodeRuntime
 from feds.spark.publications import Diff, PublicationError, Publications
 from feds.spark.wire import ABORT, COMMIT, ERROR, OK, STAGE, STAGED
@@ -120,7 +121,8 @@ class Leaf:
 
     def _run(self) -> None:
         try:
-            trio.run(self._main)
+            with pauses_bounded():  # a commit of a million rows: see feds.gc_pauses
+                trio.run(self._main)
         except BaseException as exc:  # reported to the thread that started the leaf
             self._error = exc
             log.exception("the feds leaf %s stopped", self.name)
