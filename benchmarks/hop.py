@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from feds.actor import Scheduler, Turn
+from feds.codec import decode, encode
 from feds.dataspace import Dataspace, observe
 from feds.protocols import make_protocol, protocol_names
 from feds.sim.network import LinkParams, Network
@@ -40,7 +41,11 @@ from feds.values import Record, Symbol
 
 BENCH = Symbol("bench")
 PAYLOAD = bytes(range(64))
-PATTERN = parse_pattern("<bench $i $payload>")[0]
+PATTERN = decode(encode(parse_pattern("<bench $i $payload>")[0]))
+"""Decoded, so interned as a TCP client's pattern is at its node: the ``<pub f pat vs>`` that
+reach the subscriber's node carry this very object and the index compares it by identity (an
+undecoded pattern was compared in depth with every one, about 20 calls per message that no TCP
+deployment makes)."""
 PLAIN = "one dataspace"
 
 
