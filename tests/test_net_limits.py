@@ -152,6 +152,35 @@ async def test_a_frame_sent_one_byte_at_a_time_is_closed(nursery: trio.Nursery) 
     assert b"frame not completed within 1 s" in received
 
 
+async def test_a_steady_stream_whose_reads_all_end_mid_frame_is_not_cut(
+    nursery: trio.Nursery,
+) -> None:
+    """The frame timeout bounds one frame, not a stream: a far side that streams frames for
+    longer than ``frame_timeout`` is kept, although every read the node makes ends in the
+    middle of a frame (each frame completes in the read after the one it began in).
+
+    A publisher streaming large turn packets looks like this; it was cut with "frame not
+    completed" once it had streamed for ``frame_timeout``, as soon as a loaded machine made
+    ``test_a_watcher_that_stops_reading_...`` last that long.
+    """
+    runtime, port = await start_node(nursery, FAST)
+    stream = await raw(port)
+    frame = encode_frame(record("ping"))  # a node answers each with a pong (never read here)
+    half = len(frame) // 2
+    await stream.send_all(hello_frame() + frame[:half])
+    await eventually(lambda: len(runtime.relays) == 1)
+    (relay,) = runtime.relays
+    sent = 0
+    with trio.move_on_after(2 * FAST.frame_timeout), contextlib.suppress(trio.BrokenResourceError):
+        while True:  # the rest of one frame and the beginning of the next
+            await stream.send_all(frame[half:] + frame[:half])
+            sent += 1
+            await trio.sleep(0.02)
+    assert not relay.closed, relay.close_reason
+    await eventually(lambda: relay.stats.packets_in == 1 + sent)  # the hello, then each ping
+    assert relay.partial_input == half
+
+
 async def test_connections_beyond_the_maximum_are_refused_with_the_reason(
     nursery: trio.Nursery,
 ) -> None:
