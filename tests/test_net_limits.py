@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 import trio
 
-from feds import client
+from feds import client, transport
 from feds.codec import encode_frame
 from feds.limits import NetLimits
 from feds.relay import CLIENT, PROTOCOL_VERSION, Hello
@@ -136,6 +136,22 @@ async def test_a_connection_that_sent_part_of_a_big_frame_releases_its_buffer(
     await stream.aclose()
     await eventually(lambda: not runtime.relays)
     await collected(ref)
+
+
+async def test_a_far_side_that_says_goodbye_is_let_go_at_once(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A far side that closes with an ``<error ...>`` packet (a client does, when it is done)
+    is let go at once: the node closes the socket and drops the relay, its actor and buffers.
+    They were kept until ``CLOSE_TIMEOUT`` had passed, as nothing woke the writer task when
+    the relay closed with nothing left to send."""
+    monkeypatch.setattr(transport, "CLOSE_TIMEOUT", 3600.0)  # so that only this can end it
+    runtime, port = await start_node(nursery, FAST)
+    stream = await raw(port)
+    await stream.send_all(hello_frame())
+    await eventually(lambda: len(runtime.relays) == 1)
+    await stream.send_all(encode_frame(record("error", "done", None)))
+    await read_until_closed(stream)
 
 
 # -- defect 6: timeouts and caps ----------------------------------------------------------------
