@@ -28,7 +28,8 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from types import GeneratorType
 from typing import Any, ClassVar
 
 from feds.values import Embedded, Value, register_reference_class
@@ -36,9 +37,13 @@ from feds.values import Embedded, Value, register_reference_class
 log = logging.getLogger("feds.actor")
 
 Handle = int
-TurnAction = Callable[["Turn"], None]
+TurnAction = Callable[["Turn"], "Iterator[int] | None"]
+"""Code run in a turn. A generator function may do a big turn's work in parts: each
+``yield n`` says it did ``n`` more events' worth and may be paused there
+(:meth:`Scheduler.run_until_idle`)."""
 
 _PUBLISH, _MESSAGE, _SYNC, _RETRACT = 0, 1, 2, 3
+_UNBOUNDED = 1 << 62
 
 
 class Entity:
@@ -448,6 +453,9 @@ class Scheduler:
 
     def __init__(self) -> None:
         self._queue: deque[tuple[Actor, Facet | None, Any]] = deque()
+        self._open: tuple[Actor, Turn, Any, int] | None = None
+        """A turn cut short by ``max_events``: its actor, the turn, and its batch and the index
+        of the next event, or its action's generator and -1."""
         self._handles = itertools.count(1)
         self.on_work: Callable[[], None] | None = None
         self.turns_run = 0
@@ -474,42 +482,94 @@ class Scheduler:
         return actor
 
     def idle(self) -> bool:
-        return not self._queue
+        return not self._queue and self._open is None
 
-    def run_until_idle(self, max_turns: int | None = None) -> int:
-        """Run queued turns until the queue is empty (or ``max_turns`` ran); return how many ran."""
+    def run_until_idle(self, max_turns: int | None = None, max_events: int | None = None) -> int:
+        """Run queued turns until none are left, ``max_turns`` began or about ``max_events``
+        events were handled; return how many turns began.
+
+        A batch of more events than are left of ``max_events`` is handled in part, and so is
+        an action written as a generator (:data:`TurnAction`) once it has yielded that many: its
+        turn stays open, and the next call goes on with it before anything else, so that the
+        turns run exactly as without the bound. Only the caller gets the chance to do other
+        work between the parts (a driver serving I/O while a node works through a turn of a
+        million events); the turn's effects are committed once, when it has done all its work.
+        """
         ran = 0
         limit = -1 if max_turns is None else max_turns
+        room = _UNBOUNDED if max_events is None else max_events
         queue = self._queue
         popleft = queue.popleft
         run_batch = self._run_batch
-        while queue and ran != limit:
+        while ran != limit and room > 0:
+            if self._open is not None:
+                actor, turn, work, start = self._open
+                self._open = None
+                if not actor.alive:
+                    continue
+                if start < 0:
+                    room -= self._run_steps(actor, turn, work, room)
+                else:
+                    room -= run_batch(actor, work, room, turn, start)
+                continue
+            if not queue:
+                break
             actor, facet, work = popleft()
             if not actor.alive:
                 continue
             ran += 1
             if facet is None:
-                run_batch(actor, work)
+                room -= run_batch(actor, work, room)
             elif facet.alive:
-                self._run_action(actor, facet, work)
+                room -= self._run_action(actor, facet, work, room)
         self.turns_run += ran
         return ran
 
-    def _run_action(self, actor: Actor, facet: Facet, action: TurnAction) -> None:
+    def _run_action(self, actor: Actor, facet: Facet, action: TurnAction, room: int) -> int:
+        """Run ``action`` in a new turn (a generator's first ``room`` events' worth, if it is
+        one); return the events' worth done (at least 1)."""
         actor.work += 1
         turn = Turn(facet)
         try:
-            action(turn)
+            steps = action(turn)
+            if steps.__class__ is GeneratorType:
+                return self._run_steps(actor, turn, steps, room)  # type: ignore[arg-type]
             turn._finish()
         except Exception as exc:
             self._crash(actor, exc)
+        return 1
 
-    def _run_batch(self, actor: Actor, batch: list[tuple]) -> None:
-        if len(batch) > 1:
-            batch = _adds_before_removes(batch)
-        turn = Turn(actor.root)
+    def _run_steps(self, actor: Actor, turn: Turn, steps: Iterator[int], room: int) -> int:
+        """Go on with a generator action until it is done (then commit its turn) or has done
+        ``room`` events' worth (then leave it open); return the events' worth done."""
+        done = 0
         try:
-            for kind, ref, payload, handle in batch:
+            for count in steps:
+                done += count
+                if done >= room:
+                    self._open = (actor, turn, steps, -1)
+                    return done
+            turn._finish()
+        except Exception as exc:
+            self._crash(actor, exc)
+        return max(done, 1)
+
+    def _run_batch(
+        self, actor: Actor, batch: list[tuple], room: int, turn: Turn | None = None, start: int = 0
+    ) -> int:
+        """Handle ``batch`` from ``start`` in ``turn`` (a new one if None), at most ``room``
+        events of it (the rest is left open, see :meth:`run_until_idle`); return how many."""
+        if turn is None:
+            if len(batch) > 1:
+                batch = _adds_before_removes(batch)
+            turn = Turn(actor.root)
+        end = len(batch)
+        events: Iterable[tuple] = batch
+        if start or end - start > room:
+            end = min(end, start + room)
+            events = itertools.islice(batch, start, end)
+        try:
+            for kind, ref, payload, handle in events:
                 facet = ref.facet
                 if not facet.alive:
                     continue
@@ -528,9 +588,13 @@ class Scheduler:
                 else:
                     ref.entity.on_sync(turn, payload)
             turn.facet = actor.root
-            turn._finish()
+            if end < len(batch):
+                self._open = (actor, turn, batch, end)
+            else:
+                turn._finish()
         except Exception as exc:
             self._crash(actor, exc)
+        return end - start
 
     def _crash(self, actor: Actor, exc: BaseException) -> None:
         """A turn raised: discard its effects, kill the actor, retract all it held.

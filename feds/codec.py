@@ -63,7 +63,7 @@ from __future__ import annotations
 import re
 import struct
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, Final, Protocol
@@ -130,9 +130,12 @@ class Limits:
     wire payload) must itself fit ``max_depth - 1``."""
     max_collection_length: int = 1_000_000
     """Most entries in one msgpack array or map (a record's or set's array includes its head)."""
+    max_containers: int = 250_000
+    """Most arrays and maps (records, sequences, sets, dicts) in one decoded value: each costs
+    Python work, so a frame of a million tiny records would keep a node busy for seconds."""
 
     def __post_init__(self) -> None:
-        for name in ("max_frame_size", "max_depth", "max_collection_length"):
+        for name in ("max_frame_size", "max_depth", "max_collection_length", "max_containers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} must be positive")
         if self.max_frame_size >= 2**32:
@@ -700,6 +703,7 @@ class Decoder(_StreamEnd):
         self._max_depth = self.limits.max_depth
         self._max_length = self.limits.max_collection_length
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
+        self._containers_left = 0  # arrays and maps the value being decoded may still have
         self._ref_depth = 0  # depth of the deepest cached value referred to (by one item)
         self._by_ref: dict[bytes, _Cached] = {}  # a CACHED ext's payload -> its slot's entry
         # whether a reference's payload [kind oid] can go to the hooks as it is (no check)
@@ -764,6 +768,7 @@ class Decoder(_StreamEnd):
                     room = self._deepest_cached  # any cached value it refers to is no deeper
                     fits = limit > room and _nests_at_most(frame, limit - room)
             self._ref_depth = 0
+            self._containers_left = self.limits.max_containers
             value = msgpack.unpackb(frame, **options)
             if special and value.__class__ in _SPECIAL_TYPES:
                 (value,) = _plain_items((value,))
@@ -839,6 +844,9 @@ class Decoder(_StreamEnd):
         return CodecError(f"cache slot {int.from_bytes(data, 'big')} is not defined")
 
     def _on_array(self, items: tuple) -> Value:
+        self._containers_left -= 1
+        if self._containers_left < 0:
+            self._too_many_containers()
         if self._special:
             for x in items:
                 if x.__class__ in _SPECIAL_TYPES:
@@ -923,7 +931,15 @@ class Decoder(_StreamEnd):
             found = interner.add(items, Record(head.label, items[1:]))
         return found
 
+    def _too_many_containers(self) -> None:
+        raise CodecError(
+            f"more than max_containers ({self.limits.max_containers}) arrays and maps in one value"
+        )
+
     def _on_map(self, pairs: list[tuple[Value, Value]]) -> FrozenDict:
+        self._containers_left -= 1
+        if self._containers_left < 0:
+            self._too_many_containers()
         if self._special and not _SPECIAL_TYPES.isdisjoint(map(type, chain.from_iterable(pairs))):
             pairs = [_plain_items(pair) for pair in pairs]  # type: ignore[misc]
         interner = self._interner
@@ -1102,6 +1118,9 @@ class FrameDecoder:
         self._start = 0  # offset of the first frame not yet taken
         self._scanned = 0  # offset of the first frame whose header is not yet checked
         self._broken: CodecError | None = None
+        self.inspect: Callable[[bytes], None] | None = None
+        """Called with each frame's body before it is decoded: it may refuse the frame by
+        raising, before any time is spent on decoding it."""
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Add received bytes; raises CodecError at once if a frame announces too many bytes."""
@@ -1141,6 +1160,8 @@ class FrameDecoder:
             self._start = 0
         else:
             self._start = end
+        if self.inspect is not None:
+            self.inspect(frame)
         return self.decoder.decode(frame)
 
     def frames(self) -> Iterator[Value]:

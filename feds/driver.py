@@ -21,7 +21,11 @@ import trio
 from feds.actor import Facet, Scheduler, TurnAction
 
 SLICE = 256
-"""Turns run before the driver yields to other trio tasks."""
+"""Turns begun before the driver yields to other trio tasks."""
+SLICE_EVENTS = 512
+"""Events handled before the driver yields to other trio tasks: a turn of more (a Spark commit
+of a million rows) is handled in parts, so that the node keeps answering keep-alives and reading
+its links meanwhile (:meth:`~feds.actor.Scheduler.run_until_idle`)."""
 
 _drivers: weakref.WeakKeyDictionary[Scheduler, Driver] = weakref.WeakKeyDictionary()
 
@@ -64,7 +68,8 @@ class Driver:
 
     def run_now(self, cause: Callable[[], object] | None = None) -> bool:
         """Call ``cause`` (code that may queue turns, such as ``relay.receive``), then run up to
-        :data:`SLICE` queued turns and the :meth:`after_turns` callbacks in the calling task.
+        :data:`SLICE` queued turns (or :data:`SLICE_EVENTS` events) and the :meth:`after_turns`
+        callbacks in the calling task.
 
         Returns whether the scheduler is idle afterwards; if not, the driver's task is woken for
         the rest. Call it from a task of the driver's trio run, never from inside a turn (there
@@ -79,7 +84,7 @@ class Driver:
         try:
             if cause is not None:
                 cause()
-            scheduler.run_until_idle(max_turns=SLICE)
+            scheduler.run_until_idle(max_turns=SLICE, max_events=SLICE_EVENTS)
         finally:
             self._running = False
         self._flushing = True

@@ -30,8 +30,9 @@ class NetLimits:
     """A connection on which nothing arrived for this long (while it was being read) is closed:
     the far side is hung (e.g. SIGSTOPped) or the path to it is gone."""
     stall_timeout: float = 5.0
-    """A node link that stays congested this long (its far side takes nothing, so the node
-    reads none of its other links meanwhile) is closed as a slow consumer."""
+    """A node link that stays congested this long while its far side neither takes nor sends
+    anything (the node reads none of its other links meanwhile) is closed as a slow consumer. A
+    far side that keeps sending, if only pings, is paced by congestion further on and is kept."""
     max_connections: int = 1024
     """Connections a node serves at once; one more is refused with a reason."""
     max_backlog: int = 64 * 1024 * 1024

@@ -128,6 +128,10 @@ whole subtree asserts (copy-up sends everything towards the root), so its bound 
 _MAX_ID: Final = 2**63
 _ATOMS: Final = frozenset({type(None), bool, int, float, str, bytes, Symbol})
 _TURN_OVERHEAD: Final = 32  # bytes around the events of a turn packet (label, array headers)
+TURN_PACKET_EVENTS: Final = 1024
+"""Most events one ``<turn>`` packet carries: a bigger turn is split over consecutive packets, so
+that the far side decodes and applies it in parts of bounded time (and keeps serving its other
+links meanwhile) instead of in one step of seconds."""
 
 
 def _turn_prefix() -> bytes:
@@ -162,6 +166,31 @@ class ProtocolError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
+
+
+def _check_turn_length(frame: bytes) -> None:
+    """Refuse a ``<turn>`` packet of more than :data:`TURN_PACKET_EVENTS` events before it is
+    decoded: decoding and applying a million events would keep the node from its other links
+    for many seconds."""
+    if not frame.startswith(_TURN_PREFIX):
+        return
+    at = len(_TURN_PREFIX)
+    head = frame[at] if len(frame) > at else 0
+    if head == 0xDC:
+        count = int.from_bytes(frame[at + 1 : at + 3], "big")
+    elif head == 0xDD:
+        count = int.from_bytes(frame[at + 1 : at + 5], "big")
+    else:
+        return  # a fixarray (at most 15 events) or a malformed packet, which decoding reports
+    _check_turn_count(count)
+
+
+def _check_turn_count(count: int) -> None:
+    if count > TURN_PACKET_EVENTS:
+        raise ProtocolError(
+            f"turn of {count} events: at most {TURN_PACKET_EVENTS} per packet "
+            "(split a bigger turn over several packets)"
+        )
 
 
 def negotiate_version(theirs: int) -> int | None:
@@ -570,6 +599,7 @@ class Relay:
             embedded=self._membrane, limits=limits, cache_slots=VALUE_CACHE_SLOTS
         )
         self._membrane.known_ref_free = self._frames.decoder.known_ref_free
+        self._frames.inspect = _check_turn_length
         self._encoder = Encoder(self._membrane, limits)  # with a cache once version 2 is agreed
         self._plain_encoder = Encoder(None, limits)
         self._packer = msgpack.Packer(autoreset=True)
@@ -579,6 +609,7 @@ class Relay:
         self._outbound: dict[Handle, object] = {}  # our handle -> (oid, entries) | _DROPPED
         self._sync_pins: dict[int, int] = {}  # exported oid -> syncs awaiting their answer
         self._events: list[bytes] = []  # encoded events of the current turn
+        self._removals: list[bytes] = []  # its retractions, sent after the rest
         self._transient: list[_Entry] = []  # entries held until the current turn commits
         self._flush_turn: Turn | None = None
         self._inert_ref: Ref | None = None
@@ -771,6 +802,7 @@ class Relay:
     def _on_turn(self, packet: Record, refs: list[WireRef]) -> None:
         if len(packet.fields) != 1 or packet.fields[0].__class__ is not tuple:
             raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
+        _check_turn_count(len(packet.fields[0]))  # also when not encoded as feds does
         for wire in refs:
             if wire.kind == YOURS and not self._membrane.known_export(wire.oid):
                 raise ProtocolError(
@@ -935,7 +967,7 @@ class Relay:
         if held is _DROPPED:
             return
         oid, entries = held  # type: ignore[misc]
-        self._emit(turn, oid, [_RETRACT_HEAD, handle])
+        self._emit(turn, oid, [_RETRACT_HEAD, handle], self._removals)
         self._membrane.release(entries)
 
     def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
@@ -957,8 +989,11 @@ class Relay:
         else:
             self._transient.append(entry)
 
-    def _emit(self, turn: Turn, oid: int, event: list) -> list[_Entry] | None:
-        """Encode one event into the current turn's packet; None if it cannot be sent.
+    def _emit(
+        self, turn: Turn, oid: int, event: list, into: list[bytes] | None = None
+    ) -> list[_Entry] | None:
+        """Encode one event into the current turn's packet (``into``: a list of the turn's
+        events other than ``_events``); None if it cannot be sent.
 
         ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
         as the event's record without making one.
@@ -978,7 +1013,7 @@ class Relay:
             if self.on_drop is not None:
                 self.on_drop(f"{name} not sent: {e}")
             return None
-        self._events.append(data)
+        (self._events if into is None else into).append(data)
         return membrane.lifted
 
     # -- turn commit: one packet per turn ---------------------------------------------------------
@@ -993,6 +1028,9 @@ class Relay:
         self._flush_turn = None
         if self.closed:
             return
+        if self._removals:  # last, as the far side applies them (so also when a turn is split)
+            self._events += self._removals
+            self._removals = []
         if self._events:
             self._write_turns(self._events)
             self._events = []
@@ -1004,14 +1042,17 @@ class Relay:
             membrane.collect()
 
     def _write_turns(self, events: list[bytes]) -> None:
-        """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the limit."""
+        """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the frame
+        size limit or :data:`TURN_PACKET_EVENTS`. The retractions come last (:meth:`_flush`),
+        so a split turn never shows the far side a gap that the whole turn would not."""
         limit = self.limits.max_frame_size - _TURN_OVERHEAD
-        if len(events) == 1 or sum(map(len, events)) <= limit:  # the usual case: one packet
-            self._write_turn(events)
+        count = len(events)
+        if count == 1 or (count <= TURN_PACKET_EVENTS and sum(map(len, events)) <= limit):
+            self._write_turn(events)  # the usual case: one packet
             return
         start, size = 0, 0
         for i, data in enumerate(events):
-            if size + len(data) > limit and i > start:
+            if i > start and (size + len(data) > limit or i - start == TURN_PACKET_EVENTS):
                 self._write_turn(events[start:i])
                 start, size = i, 0
             size += len(data)
@@ -1044,6 +1085,7 @@ class Relay:
         if notify:
             self._send_error(reason, detail)
         self._events.clear()
+        self._removals.clear()
         self._transient.clear()
         self._membrane.clear()
         if self.budget is not None:

@@ -172,8 +172,14 @@ class Backpressure:
         return waited
 
     def progressed(self, link: _Link) -> None:
-        """The far side of ``link`` took bytes: a congested link is slow, not stalled, so its
-        stall clock starts again."""
+        """The far side of ``link`` took bytes, or sent some: a congested link is slow, not
+        stalled, so its stall clock starts again.
+
+        A far side that sends (at least its keep-alive pings: a node pings while it is paused)
+        but does not read is paced by a congested link of its own, further on: that is
+        backpressure doing its job. Cutting the link would drop everything it carried and send
+        it again once re-linked, into the same congestion.
+        """
         if link in self._congested:
             self._congested[link] = trio.current_time()
 
@@ -365,10 +371,8 @@ class _Link:
                 if backpressure is not None:
                     self.reading = False
                     paused = trio.current_time()
-                    if await backpressure.wait_turn(self):  # time paused does not count
-                        self.last_read = now = trio.current_time()
-                        if self.partial_since is not None:
-                            self.partial_since += now - paused
+                    if await backpressure.wait_turn(self):
+                        self._resume(paused)
                     self.reading = True
                 if self.fd is None:
                     data = await stream.receive_some(receive_size)
@@ -377,23 +381,43 @@ class _Link:
                 if not data:
                     relay.close("connection closed by the far side")
                     return
-                self.last_read = now = trio.current_time()
+                self.last_read = trio.current_time()
+                frames = relay.stats.packets_in
+                if backpressure is not None:
+                    backpressure.progressed(self)  # the far side is alive: slow, not stalled
                 if driver is None:
                     relay.receive(data)
                 else:
                     # Run what the bytes caused here, and read again only once it has all run,
                     # so the scheduler's queue holds at most one read's worth of turns per
-                    # connection.
+                    # connection. Meanwhile (a big turn takes seconds, in slices) the far side's
+                    # silence is not its fault: the link counts as paused, so the watchdog pings
+                    # the far side instead of timing it out.
                     idle = driver.run_now(lambda data=data: relay.receive(data))
-                    while not idle:
-                        await trio.lowlevel.checkpoint()
-                        idle = driver.run_now()
+                    if not idle:
+                        self.reading = False
+                        paused = trio.current_time()
+                        while not idle:
+                            await trio.lowlevel.checkpoint()
+                            idle = driver.run_now()
+                        self._resume(paused)
+                        self.reading = True
                 if not relay.partial_input:
                     self.partial_since = None
-                elif self.partial_since is None:
-                    self.partial_since = now
+                elif self.partial_since is None or relay.stats.packets_in != frames:
+                    # a frame begun by this read (a stream of frames, each read ending in one,
+                    # is not a frame that never ends), counted since the read or since reading
+                    # resumed after the node's busy spell
+                    self.partial_since = self.last_read
         except _STREAM_ERRORS as e:
             relay.close(f"connection lost: {e or type(e).__name__}")
+
+    def _resume(self, paused: float) -> None:
+        """Reading resumes after a pause that began at ``paused``: the time paused counts
+        neither as the far side's silence nor towards the frame being received."""
+        self.last_read = now = trio.current_time()
+        if self.partial_since is not None:
+            self.partial_since += now - paused
 
     async def end_when_closed(self, scope: trio.CancelScope) -> None:
         """Once the relay has closed, give its last bytes :data:`CLOSE_TIMEOUT` seconds, then

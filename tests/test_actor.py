@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from feds.actor import (
     _MESSAGE,
@@ -405,3 +405,89 @@ def test_a_batch_to_the_actors_own_prompt_entity_runs_before_what_is_queued() ->
     assert run(mixed) == ["queued before", "own", "plain"]
     assert run(synced) == ["queued before", "own"]
     assert answered == ["sync"]
+
+
+def test_a_batch_cut_short_by_max_events_goes_on_first_and_commits_once() -> None:
+    """A big batch run in parts (a driver serving I/O between them) delivers exactly what it
+    delivers in one go, keeps its place before later work, and commits its effects once."""
+
+    def run(max_events: int | None) -> tuple[list, list[int], list[str]]:
+        sched = Scheduler()
+        rec, (ref,) = make_target(sched)
+        parts: list[int] = []
+        order: list[str] = []
+
+        class Forwarder(Entity):
+            def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+                turn.publish(ref, value)  # effects of this turn, committed at its end
+                order.append(f"event {value}")
+
+        forwarders: list[Ref] = []
+        node = sched.spawn(lambda t: forwarders.append(t.ref(Forwarder())), name="node")
+        sched.run_until_idle()
+        sender = sched.spawn(lambda t: [t.publish(forwarders[0], i) for i in range(10)])
+        sched.run_until_idle(max_turns=1)  # the sender's turn: its batch of 10 is queued
+        sched.enqueue(node, node.root, lambda t: order.append("later turn"))
+        while not sched.idle():
+            sched.run_until_idle(max_events=max_events)
+            parts.append(len(rec.events))
+        assert sender.alive
+        return rec.events, parts, order
+
+    whole, parts, order = run(None)
+    assert whole == [("+", i) for i in range(10)] and parts == [10]
+    events, parts, sliced_order = run(3)
+    assert events == whole and sliced_order == order
+    assert parts[:3] == [0, 0, 0], "nothing of the big turn is visible before it ends"
+
+
+def test_an_open_batch_keeps_the_scheduler_busy() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    sched.spawn(lambda t: [t.message(ref, i) for i in range(5)])
+    sched.run_until_idle(max_turns=1)
+    assert sched.run_until_idle(max_events=2) == 1  # the batch began
+    assert not sched.idle() and len(rec.events) == 2
+    assert sched.run_until_idle(max_events=2) == 0  # it went on: no new turn began
+    sched.run_until_idle()
+    assert sched.idle() and [v for _, v in rec.events] == list(range(5))
+
+
+def test_an_action_written_as_a_generator_runs_in_parts_and_commits_once() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+    actor = sched.spawn(lambda t: None)
+    sched.run_until_idle()
+
+    def publish_in_parts(t: Turn) -> Iterator[int]:
+        for i in range(10):
+            t.publish(ref, i)
+            yield 1
+
+    sched.enqueue(actor, actor.root, publish_in_parts)
+    sched.enqueue(actor, actor.root, lambda t: t.message(ref, "after"))
+    parts = 0
+    while not sched.idle():
+        sched.run_until_idle(max_events=3)
+        parts += 1
+        if not rec.events:
+            assert parts <= 4, "nothing is visible before the big turn ends"
+    assert rec.events == [*(("+", i) for i in range(10)), ("!", "after")]
+    assert parts >= 4
+
+
+def test_a_generator_action_that_raises_has_no_effects() -> None:
+    sched = Scheduler()
+    rec, (ref,) = make_target(sched)
+
+    def fail_halfway(t: Turn) -> Iterator[int]:
+        t.publish(ref, 1)
+        yield 1
+        raise RuntimeError("boom")
+
+    actor = sched.spawn(lambda t: None)
+    sched.run_until_idle()
+    sched.enqueue(actor, actor.root, fail_halfway)
+    while not sched.idle():
+        sched.run_until_idle(max_events=1)
+    assert rec.events == [] and not actor.alive

@@ -16,6 +16,7 @@ from feds.relay import (
     CLIENT,
     PEER,
     PROTOCOL_VERSION,
+    TURN_PACKET_EVENTS,
     VALUE_CACHE_SLOTS,
     Hello,
     Relay,
@@ -788,6 +789,38 @@ def test_a_turn_too_big_for_one_frame_is_split_and_a_huge_event_dropped() -> Non
     settle([sched], (server, client))
     assert [v[0] for _, v in rec.events] == list(range(10))
     assert client.stats.packets_out - before > 1 and not server.closed
+
+
+def test_a_turn_of_many_events_is_split_into_packets_of_bounded_length() -> None:
+    """The far side decodes and applies a big turn (a Spark commit) in parts of bounded time."""
+    link = Link()
+    before = link.client.stats.packets_out
+    count = 2 * TURN_PACKET_EVENTS + 10
+    link.client_act(lambda t: [t.message(link.proxy, i) for i in range(count)])
+    assert [v for _, v in link.recorder.events] == list(range(count))
+    assert link.client.stats.packets_out - before == 3 and not link.server.closed
+
+
+def test_a_split_replacement_never_shows_the_far_side_a_gap() -> None:
+    """A turn that retracts many assertions and then makes their replacements crosses the wire
+    in several packets with its retractions last, as the far side applies one packet."""
+    link = Link()
+    count = TURN_PACKET_EVENTS + 500
+    held: list[int] = []
+    holder = link.client_act(
+        lambda t: held.extend(t.publish(link.proxy, ("old", i)) for i in range(count))
+    )
+    link.recorder.events.clear()
+
+    def replace_all(t: Turn) -> None:
+        for handle in held:
+            t.retract(handle)
+        for i in range(count):
+            t.publish(link.proxy, ("new", i))
+
+    link.client_act(replace_all, holder)
+    kinds = [kind for kind, _ in link.recorder.events]
+    assert kinds == ["+"] * count + ["-"] * count and not link.server.closed
 
 
 def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:

@@ -5,6 +5,7 @@ alive, and a link that keeps draining is not a stalled one."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from functools import partial
 
 import pytest
@@ -14,6 +15,7 @@ from feds.actor import Actor, Ref, Turn
 from feds.dataspace import observe
 from feds.driver import Driver
 from feds.limits import NetLimits
+from feds.relay import Relay
 from feds.runtime import NodeRuntime
 from feds.syntax import parse_pattern
 from feds.transport import Backpressure, pump
@@ -51,6 +53,58 @@ def small_socket_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
     return trio.SocketStream(ends[0]), trio.SocketStream(ends[1])
 
 
+def link(
+    nursery: trio.Nursery,
+    child: NodeRuntime,
+    parent: NodeRuntime,
+    limits: NetLimits,
+    parent_reads: Callable[[trio.SocketStream], trio.abc.Stream] | None = None,
+) -> list[Relay]:
+    """Link ``child`` to ``parent`` over small socket buffers; ``parent_reads`` wraps the
+    parent's end (a slow reader). Returns the two relays."""
+    child_end, parent_end = small_socket_pair()
+    up, down = child.uplink_relay(), parent.accept_relay()
+    parent_stream = parent_end if parent_reads is None else parent_reads(parent_end)
+    for stream, relay, runtime in ((child_end, up, child), (parent_stream, down, parent)):
+        nursery.start_soon(
+            partial(pump, backpressure=runtime.backpressure, limits=limits), stream, relay
+        )
+    return [up, down]
+
+
+def watch_rows(runtime: NodeRuntime) -> Recorder:
+    """A recorder observing ``<row $i $p>`` at ``runtime``'s node."""
+    seen = Recorder()
+
+    def watch(turn: Turn) -> None:
+        watcher = Ref(Actor(runtime.scheduler, "watch").root, seen)
+        turn.publish(runtime.node.access, observe(parse_pattern("<row $i $p>")[0], watcher))
+
+    Driver.of(runtime.scheduler).act(Actor(runtime.scheduler, "w").root, watch)  # type: ignore[union-attr]
+    return seen
+
+
+async def publish_in_one_turn(
+    runtime: NodeRuntime, rows: int, seen: Recorder, links: list[Relay]
+) -> None:
+    """Publish ``rows`` rows at ``runtime``'s node in one turn, once linked; wait until ``seen``
+    has them all (or a link closed) and check that no link closed."""
+    with trio.fail_after(10):
+        while runtime.node.parent_service is None:
+            await trio.sleep(0.01)
+
+    def publish_all(turn: Turn) -> None:
+        for i in range(rows):
+            turn.publish(runtime.node.access, Record(Symbol("row"), (i, PAYLOAD)))
+
+    Driver.of(runtime.scheduler).act(Actor(runtime.scheduler, "publisher").root, publish_all)  # type: ignore[union-attr]
+    with trio.fail_after(60):
+        while len(seen.live) < rows and not any(relay.closed for relay in links):
+            await trio.sleep(0.05)
+    assert [relay.close_reason for relay in links if relay.closed] == []
+    assert sorted(v[0] for v in seen.live.values()) == list(range(rows))
+
+
 @pytest.mark.parametrize(
     "limits",
     [
@@ -65,33 +119,30 @@ async def test_a_big_turn_to_a_slow_but_steady_parent_keeps_the_link(
     nursery: trio.Nursery, limits: NetLimits
 ) -> None:
     parent, child = node(nursery, "parent", limits), node(nursery, "child", limits)
-    child_end, parent_end = small_socket_pair()
-    up, down = child.uplink_relay(), parent.accept_relay()
-    nursery.start_soon(partial(pump, backpressure=child.backpressure, limits=limits), child_end, up)
-    nursery.start_soon(
-        partial(pump, backpressure=parent.backpressure, limits=limits),
-        TricklingStream(parent_end),
-        down,
-    )
-    seen = Recorder()
+    links = link(nursery, child, parent, limits, TricklingStream)
+    await publish_in_one_turn(child, ROWS, watch_rows(parent), links)
 
-    def watch(turn: Turn) -> None:
-        watcher = Ref(Actor(parent.scheduler, "watch").root, seen)
-        turn.publish(parent.node.access, observe(parse_pattern("<row $i $p>")[0], watcher))
 
-    Driver.of(parent.scheduler).act(Actor(parent.scheduler, "w").root, watch)  # type: ignore[union-attr]
+class CrawlingStream(SlowStream):
+    """A socket stream read 1 KiB at a time, 50 ms apart: about 20 KB/s (a very busy parent)."""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        await trio.sleep(0.05)
+        return await self.inner.receive_some(1024)
+
+
+async def test_a_link_paced_by_backpressure_further_up_is_not_cut_as_stalled(
+    nursery: trio.Nursery,
+) -> None:
+    """leaf -> mid -> top, top taking mid's bytes at a crawl: mid's uplink congests, so mid
+    stops reading the leaf for longer than ``stall_timeout``. The leaf's uplink then takes
+    nothing for that long, but mid is alive and only passing on its parent's pace (it pings the
+    leaf while paused): the leaf's link is slow, not stalled, and must be kept."""
+    limits = NetLimits(keepalive_interval=0.2, keepalive_timeout=100.0, stall_timeout=1.0)
+    top, mid, leaf = (node(nursery, name, limits) for name in ("top", "mid", "leaf"))
+    links = link(nursery, mid, top, limits, CrawlingStream) + link(nursery, leaf, mid, limits)
+    seen = watch_rows(top)
     with trio.fail_after(10):
-        while child.node.parent_service is None:
+        while mid.node.parent_service is None:
             await trio.sleep(0.01)
-
-    def publish_all(turn: Turn) -> None:
-        for i in range(ROWS):
-            turn.publish(child.node.access, Record(Symbol("row"), (i, PAYLOAD)))
-
-    Driver.of(child.scheduler).act(Actor(child.scheduler, "publisher").root, publish_all)  # type: ignore[union-attr]
-    with trio.fail_after(60):
-        while len(seen.live) < ROWS and not up.closed:
-            await trio.sleep(0.05)
-    assert not up.closed, up.close_reason
-    assert not down.closed, down.close_reason
-    assert sorted(v[0] for v in seen.live.values()) == list(range(ROWS))
+    await publish_in_one_turn(leaf, 300, seen, links)  # about 150 KB: some 8 s at top's pace

@@ -17,6 +17,7 @@ from feds.cli.common import (
     setup_logging,
 )
 from feds.driver import Driver
+from feds.gc_pauses import pauses_bounded
 from feds.protocols import protocol_names
 from feds.runtime import NodeRuntime, Overlay, run_overlay
 from feds.spaces.node_gates import listing, serve_node_gates
@@ -113,7 +114,8 @@ def _up(args: argparse.Namespace) -> int:
                 runtime = overlay.runtimes[name]
                 await _start_gates(nursery, runtime, overlay.driver, topology, args.any_port)
 
-    return run_trio(main)
+    with pauses_bounded():  # a node process may hold millions of values
+        return run_trio(main)
 
 
 def _node(args: argparse.Namespace) -> int:
@@ -138,4 +140,5 @@ def _node(args: argparse.Namespace) -> int:
                 nursery.start_soon(runtime.uplink_tcp, host, parent_port)
             await _start_gates(nursery, runtime, driver, topology)
 
-    return run_trio(main)
+    with pauses_bounded():  # a node process may hold millions of values
+        return run_trio(main)

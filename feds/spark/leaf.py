@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from functools import partial
 from typing import Any
@@ -26,6 +26,7 @@ import trio
 from feds.actor import Facet, Handle, Turn
 from feds.codec import NEED_DATA, CodecError, FrameDecoder, encode_frame
 from feds.driver import Driver
+from feds.gc_pauses import pauses_bounded
 from feds.runtime import NodeRuntime
 from feds.spark.publications import Diff, PublicationError, Publications
 from feds.spark.wire import ABORT, COMMIT, ERROR, OK, STAGE, STAGED
@@ -33,6 +34,9 @@ from feds.transport import listener_port
 from feds.values import Record, Value
 
 log = logging.getLogger("feds.spark")
+
+STEP = 256
+"""Rows of a commit applied between two points where its turn may be paused."""
 
 
 class Holder:
@@ -48,19 +52,27 @@ class Holder:
     def _boot(self, turn: Turn) -> None:
         self.facet = turn.facet
 
-    def apply(self, turn: Turn, name: str, diff: Diff) -> None:
-        """Apply ``diff`` to publication ``name`` in this turn: adds, removes, then messages."""
+    def apply(self, turn: Turn, name: str, diff: Diff) -> Iterator[int]:
+        """Apply ``diff`` to publication ``name`` in this turn: adds, removes, then messages,
+        yielding every :data:`STEP` rows, so that the leaf's node keeps serving its links
+        meanwhile (a commit of a million rows takes seconds; see :data:`~feds.actor.TurnAction`)."""
         access = self.runtime.node.access
         handles = self.handles
-        for record in diff.adds:
+        for i, record in enumerate(diff.adds, 1):
             handles.setdefault((name, record), []).append(turn.publish(access, record))
-        for record in diff.removes:
+            if not i % STEP:
+                yield STEP
+        for i, record in enumerate(diff.removes, 1):
             held = handles[(name, record)]
             turn.retract(held.pop())
             if not held:
                 del handles[(name, record)]
-        for record in diff.messages:
+            if not i % STEP:
+                yield STEP
+        for i, record in enumerate(diff.messages, 1):
             turn.message(access, record)
+            if not i % STEP:
+                yield STEP
 
 
 class Leaf:
@@ -109,7 +121,8 @@ class Leaf:
 
     def _run(self) -> None:
         try:
-            trio.run(self._main)
+            with pauses_bounded():  # a commit of a million rows: see feds.gc_pauses
+                trio.run(self._main)
         except BaseException as exc:  # reported to the thread that started the leaf
             self._error = exc
             log.exception("the feds leaf %s stopped", self.name)
@@ -181,13 +194,13 @@ class Leaf:
         done = trio.Event()
         outcome: list[Any] = []
 
-        def turn_action(turn: Turn) -> None:
+        def turn_action(turn: Turn) -> Iterator[int]:
             try:
                 diff = decide()
             except PublicationError as exc:
                 outcome.append(Record(ERROR, (str(exc),)))
             else:
-                self.holder.apply(turn, name, diff)
+                yield from self.holder.apply(turn, name, diff)
                 outcome.append(
                     Record(
                         OK, (len(diff.adds), len(diff.removes), len(diff.messages), diff.replayed)
