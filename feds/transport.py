@@ -281,8 +281,7 @@ class _Link:
         self.closed = trio.Event()  # set once the relay has closed
         self.last_read = trio.current_time()  # when bytes last arrived (or reading resumed)
         self.reading = True  # False while the reader is paused for another link's congestion
-        self._partial_since: float | None = None  # see partial_since
-        self._partial_frames = 0  # the relay's packets_in when _partial_since was set
+        self.partial_since: float | None = None  # when the frame being received began
         self._flush_queued = False
         relay.on_output = self._on_output
         _links[relay] = self
@@ -299,26 +298,6 @@ class _Link:
     def backlog(self) -> int:
         """Bytes taken from the relay that the stream has not accepted yet."""
         return len(self.unsent) + self.sending
-
-    @property
-    def partial_since(self) -> float | None:
-        """When the frame being received began (trio's clock), or None between frames.
-
-        The reader sets it after a read that ends in the middle of a frame, and keeps it while
-        reads continue that frame. Once a frame has completed since it was set, it is None
-        again: the frame now being received began in a later read (the reader sets it anew).
-        So a far side streaming frames for longer than the frame timeout is not cut because
-        every read happened to end in the middle of some frame, only one frame that takes
-        that long is.
-        """
-        if self.relay.stats.packets_in != self._partial_frames:
-            return None
-        return self._partial_since
-
-    @partial_since.setter
-    def partial_since(self, when: float | None) -> None:
-        self._partial_since = when
-        self._partial_frames = self.relay.stats.packets_in
 
     def progress(self) -> None:
         """Wake the tasks waiting in :func:`wait_backlog`."""
