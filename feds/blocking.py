@@ -18,10 +18,11 @@ Every call is forwarded to the async :class:`~feds.client.Session` running in th
 thread; errors (:class:`~feds.client.FedsError`, ``TypeError`` for a non-value, a pattern
 error) surface in the caller's thread.
 
-Calls that send (``assert_``, ``send``, ``retract``, ``publish_many``, ``send_many``) wait while
-the connection is backlogged (:meth:`Session.drain <feds.client.Session.drain>`), so a
-synchronous producer cannot outrun the socket: the connection holds at most the transport's
-low-water mark plus one call's (or one :data:`BATCH`'s) worth of values.
+Calls that send (``assert_``, ``send``, ``retract``, ``publish_many``, ``send_many``,
+``retract_many``) wait while the connection is backlogged (:meth:`Session.drain
+<feds.client.Session.drain>`), so a synchronous producer cannot outrun the socket: the
+connection holds at most the transport's low-water mark plus one call's (or one :data:`BATCH`'s)
+worth of values. The bulk calls check every value before they send any.
 """
 
 from __future__ import annotations
@@ -29,17 +30,27 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import trio
 
-from feds.client import DEFAULT_TIMEOUT, Event, FedsError, Observation, Session, connect
+from feds.client import (
+    DEFAULT_TIMEOUT,
+    Event,
+    FedsError,
+    Observation,
+    Session,
+    _checked,
+    connect,
+)
 from feds.reactive import PatternLike
 from feds.values import Value
 
 BATCH: Final = 256
-"""Values that ``publish_many`` and ``send_many`` queue between two drains (one packet)."""
+"""Values that ``publish_many``, ``send_many`` and ``retract_many`` queue between two drains
+(one packet)."""
 
 
 class BlockingClient:
@@ -121,8 +132,9 @@ class BlockingClient:
 
     def publish_many(self, values: Iterable[Value]) -> list[int]:
         """Assert many values, :data:`BATCH` at a time with a drain after each, in one hop to the
-        background thread; returns their keys."""
-        return self._many(self.session.assert_, values)
+        background thread; returns their keys (see :meth:`Session.publish_many
+        <feds.client.Session.publish_many>`)."""
+        return self._many(self.session.publish_many, values)
 
     def retract(self, key: int) -> None:
         self._produce(lambda: self.session.retract(key))
@@ -138,15 +150,25 @@ class BlockingClient:
     def send_many(self, values: Iterable[Value]) -> None:
         """Send many values as messages, :data:`BATCH` at a time with a drain after each, in one
         hop to the background thread."""
-        self._many(self.session.send, values)
+        self._many(self.session.send_many, values)
 
-    def _many(self, act: Callable[[Value], Any], values: Iterable[Value]) -> list[Any]:
-        items = list(values)
+    def retract_many(self, keys: Iterable[int]) -> None:
+        """Withdraw the assertions made under ``keys``, :data:`BATCH` at a time with a drain
+        after each, in one hop to the background thread."""
+        self._many(self.session.retract_many, keys, values=False)
+
+    def _many(
+        self, act_many: Callable[[Any], list[Any] | None], items: Iterable[Any], values: bool = True
+    ) -> list[Any]:
+        """``act_many`` on ``items``, :data:`BATCH` at a time with a drain after each; the
+        results joined. ``values``: the items are values, all checked before any is acted on
+        (``TypeError`` for the first that is not one)."""
+        items = _checked(items) if values else tuple(items)
 
         async def run() -> list[Any]:
-            results = []
+            results: list[Any] = []
             for start in range(0, len(items), BATCH):
-                results.extend(map(act, items[start : start + BATCH]))
+                results.extend(act_many(items[start : start + BATCH]) or ())
                 await self.session.drain()
             return results
 
@@ -200,6 +222,7 @@ class BlockingObservation:
         self._client = client
         self._scope: trio.CancelScope | None = None
         self._observation: Observation | None = None
+        self._fetched: deque[Event] = deque()  # taken from the background thread, not read yet
         started = threading.Event()
         failed: list[BaseException] = []
 
@@ -221,30 +244,43 @@ class BlockingObservation:
 
     def next(self, timeout: float | None = None) -> Event | None:
         """The next event, waiting at most ``timeout`` seconds; None on timeout or once closed.
-        Raises :class:`FedsError` if the connection to the node is lost."""
+        Raises :class:`FedsError` if the connection to the node is lost.
+
+        One hop to the background thread fetches every event that has arrived (at least one),
+        so reading a batch costs one hop, not one per event."""
         observation = self._observation
         if observation is None or self._scope is None:
             return None
+        if self._fetched:
+            return self._fetched.popleft()
 
-        async def receive() -> Event | None:
+        async def receive() -> list[Event]:
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 try:
-                    return await observation.__anext__()
+                    first = await observation.__anext__()
                 except StopAsyncIteration:  # closed
-                    return None
-            return None
+                    return []
+                return [first, *observation.take()]
+            return []
 
-        return self._client._run(receive)
+        events = self._client._run(receive)
+        if not events:
+            return None
+        self._fetched.extend(events[1:])
+        return events[0]
 
     def take(self) -> list[Event]:
         """Every event received so far and not read yet, in order; never waits."""
         observation = self._observation
         if observation is None or self._scope is None:
             return []
-        return self._client._run_sync(observation.take)
+        events = list(self._fetched)
+        self._fetched.clear()
+        return events + self._client._run_sync(observation.take)
 
     def close(self) -> None:
         """Withdraw the Observe (idempotent)."""
+        self._fetched.clear()
         scope, self._scope = self._scope, None
         if scope is not None:
             with contextlib.suppress(FedsError):

@@ -28,21 +28,29 @@ more than the transport's low-water mark of bytes that the socket has not taken:
         if i % 100 == 99:
             await ds.drain()
 
+or, cheaper per value, hands over a hundred at a time (``send_many``, ``publish_many`` and
+``retract_many`` act as one call per value would, in order, and check every value first)::
+
+    for start in range(0, len(values), 100):
+        ds.send_many(values[start : start + 100])
+        await ds.drain()
+
 A node never cuts off a client for sending fast: while the node cannot forward what arrives
 (one of its links is congested) it stops reading the client, TCP fills, and ``drain`` waits.
 Only a client that does not read what the node sends it is closed, as a slow consumer, once
-64 MiB wait for it (:mod:`feds.transport`); that includes one reading more slowly than its own
-sending makes the node send it (observing what it publishes over a slow downlink), as the node
-cannot tell slow reading from none.
+8 MiB wait for it (``CLIENT_MAX_BACKLOG``, :mod:`feds.transport`); that includes one reading
+more slowly than its own sending makes the node send it (observing what it publishes over a
+slow downlink), as the node cannot tell slow reading from none.
 """
 
 from __future__ import annotations
 
 import math
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Final, NamedTuple
 
 import trio
 
@@ -61,6 +69,15 @@ from feds.transport import LOW_WATER, backlog, connect_tcp, wait_backlog
 from feds.values import Record, Value, check_value
 
 DEFAULT_TIMEOUT = 10.0
+CHECKPOINT_EVERY: Final = 64
+"""Events an :class:`Observation` hands out from what has arrived before it yields to other
+trio tasks once (a checkpoint)."""
+
+
+# What a session queues for its next turn: (kind, argument), applied in order by Session._flush.
+# Sending and asserting, the bulk of what applications queue, get a kind of their own, so that
+# queueing them builds no closure.
+_CALL, _SEND, _SEND_MANY, _ASSERT, _ASSERT_MANY, _RETRACT, _RETRACT_MANY = range(7)
 
 
 class FedsError(Exception):
@@ -75,8 +92,7 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """One observation: ``kind`` is ``+`` (now matches), ``-`` (no longer), ``!`` (a message)."""
 
     kind: str
@@ -88,29 +104,51 @@ class Event:
         return dict(zip(self.names, self.captures, strict=False))
 
 
-class _Watch(Entity):
-    """Feeds the events an observer receives into a trio channel."""
+_new_event = tuple.__new__  # builds an Event without the Python-level __new__ (hot path)
 
-    def __init__(self, channel: trio.MemorySendChannel[Event], names: tuple[str, ...]) -> None:
-        self.channel = channel
+
+class _Watch(Entity):
+    """Collects the events an observer receives until the application takes them.
+
+    Events wait in ``pending``; a task waiting for them is woken once per batch (the first event
+    that arrives while it waits), not once per event.
+    """
+
+    def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
         self.current: dict[Handle, tuple] = {}
+        self.pending: deque[Event] = deque()  # received, not taken yet
+        self.waiter: trio.Event | None = None  # set when events arrive or the watch closes
+        self.closed = False  # no more events will be added
 
-    def _put(self, event: Event) -> None:
-        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            self.channel.send_nowait(event)
+    def _put(self, kind: str, captures: tuple) -> None:
+        if not self.closed:
+            self.pending.append(_new_event(Event, (kind, captures, self.names)))
+            if self.waiter is not None:
+                self.wake()
+
+    def wake(self) -> None:
+        """Wake the tasks waiting for events."""
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None:
+            waiter.set()
+
+    def close(self) -> None:
+        """No more events: once ``pending`` is taken, the observation ends."""
+        self.closed = True
+        self.wake()
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         self.current[handle] = value
-        self._put(Event("+", value, self.names))
+        self._put("+", value)
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
         captures = self.current.pop(handle, None)
         if captures is not None:
-            self._put(Event("-", captures, self.names))
+            self._put("-", captures)
 
     def on_message(self, turn: Turn, value: Value) -> None:
-        self._put(Event("!", value, self.names))
+        self._put("!", value)
 
 
 class _Answer(Entity):
@@ -130,17 +168,19 @@ class Observation:
 
     If the connection to the node is lost, iterating (and :meth:`next`) raises
     :class:`FedsError` with the reason once the events received before are consumed.
+
+    Events arrive in batches (what one packet from the node caused). Taking an event that has
+    already arrived does not wait: it is a trio checkpoint only every :data:`CHECKPOINT_EVERY`
+    events, so a consumer costs one task switch per batch rather than per event, and other
+    tasks still run while it works through a large batch. Waiting for the next batch is a
+    checkpoint as usual.
     """
 
-    def __init__(
-        self,
-        receive: trio.MemoryReceiveChannel[Event],
-        watch: _Watch,
-        session: Session | None = None,
-    ) -> None:
-        self._receive = receive
+    def __init__(self, watch: _Watch, session: Session | None = None) -> None:
         self._watch = watch
+        self._pending = watch.pending
         self._session = session
+        self._taken = 0  # events taken without a checkpoint
 
     @property
     def current(self) -> list[tuple]:
@@ -151,18 +191,35 @@ class Observation:
         return self
 
     async def __anext__(self) -> Event:
-        try:
-            return await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            if self._session is not None:
-                self._session.raise_if_lost()
-            raise StopAsyncIteration from None
+        if self._pending and self._taken < CHECKPOINT_EVERY:
+            self._taken += 1
+            return self._pending.popleft()
+        return await self._wait()
+
+    async def _wait(self) -> Event:
+        """The next event, after a checkpoint: waits for one unless some are pending."""
+        self._taken = 0
+        if self._pending:  # (a wait is a checkpoint already)
+            await trio.lowlevel.checkpoint()
+        watch = self._watch
+        while not self._pending:
+            if watch.closed:
+                if self._session is not None:
+                    self._session.raise_if_lost()
+                raise StopAsyncIteration
+            if watch.waiter is None:
+                watch.waiter = trio.Event()
+            await watch.waiter.wait()
+        return self._pending.popleft()
 
     async def next(self, timeout: float | None = None) -> Event:
         """The next event; raises :class:`FedsError` after ``timeout`` seconds, or when the
         connection is lost."""
+        if self._pending and self._taken < CHECKPOINT_EVERY:
+            self._taken += 1
+            return self._pending.popleft()
         with trio.move_on_after(math.inf if timeout is None else timeout):
-            return await self.__anext__()
+            return await self._wait()
         raise FedsError(f"no event within {timeout} s")
 
     def take(self) -> list[Event]:
@@ -171,10 +228,8 @@ class Observation:
         Events arrive as the session's driver runs: after ``await ds.sync()`` (or
         :meth:`Session.sync_local`), every event caused by the session's earlier actions is here.
         """
-        events = []
-        with suppress(trio.WouldBlock, trio.EndOfChannel):
-            while True:
-                events.append(self._receive.receive_nowait())
+        events = list(self._pending)
+        self._pending.clear()
         return events
 
 
@@ -193,10 +248,10 @@ class Session:
         self.relay = relay
         self._handles: dict[int, Handle] = {}
         self._next = 0
-        self._pending: list[Callable[[Turn], None]] = []
+        self._pending: list[tuple[int, Any]] = []  # (kind, argument): see _flush
         self._lost = trio.Event()  # set when the connection to the node is lost
         self._wakeups: set[trio.Event] = set()  # what waits for an answer from the node
-        self._channels: set[trio.MemorySendChannel[Event]] = set()  # of open observations
+        self._watches: set[_Watch] = set()  # of open observations
         self._dropped: list[str] = []  # events the relay could not send, since the last sync
         self._done = False  # the application closed the session (not a lost connection)
         # With reconnect: what to assert again at the next connection, by key / by watch.
@@ -214,8 +269,8 @@ class Session:
         for event in self._wakeups:
             event.set()
         if self._observing is None:
-            for channel in self._channels:
-                channel.close()
+            for watch in self._watches:
+                watch.close()
 
     def _reattach(self, relay: Relay, target: Ref) -> None:
         """Connected again: assert what the session holds and observe again, in one turn."""
@@ -258,16 +313,45 @@ class Session:
             self._wakeups.discard(event)
         self.raise_if_lost()
 
-    def _act(self, action: Callable[[Turn], None]) -> None:
+    def _act(self, kind: int, argument: Any) -> None:
+        """Queue an action (:data:`_CALL` and a function of the turn, or a cheaper kind) for the
+        session's next turn; the first one queued asks the driver for that turn."""
         self._check_open()
-        self._pending.append(action)
-        if len(self._pending) == 1:
+        pending = self._pending
+        pending.append((kind, argument))
+        if len(pending) == 1:
             self._driver.act(self._facet, self._flush)
 
+    def _call(self, action: Callable[[Turn], None]) -> None:
+        self._act(_CALL, action)
+
     def _flush(self, turn: Turn) -> None:
+        """Apply the queued actions in one turn, in order."""
         actions, self._pending = self._pending, []
-        for action in actions:
-            action(turn)
+        target, handles = self._target, self._handles
+        for kind, argument in actions:
+            if kind == _SEND:
+                turn.message(target, argument)
+            elif kind == _SEND_MANY:
+                message = turn.message
+                for value in argument:
+                    message(target, value)
+            elif kind == _ASSERT:
+                key, value = argument
+                handles[key] = turn.publish(target, value)
+            elif kind == _ASSERT_MANY:
+                first, values = argument
+                publish = turn.publish
+                for key, value in enumerate(values, first):
+                    handles[key] = publish(target, value)
+            elif kind == _RETRACT:
+                turn.retract(handles.pop(argument, -1))
+            elif kind == _RETRACT_MANY:
+                retract, pop = turn.retract, handles.pop
+                for key in argument:
+                    retract(pop(key, -1))
+            else:
+                argument(turn)
 
     def assert_(self, value: Value) -> int:
         """Assert ``value``; returns a key for :meth:`retract`."""
@@ -276,31 +360,71 @@ class Session:
         key = self._next
         if self._held is not None:
             self._held[key] = value
-        self._act(lambda t: self._handles.__setitem__(key, t.publish(self._target, value)))
+        self._act(_ASSERT, (key, value))
         return key
+
+    def publish_many(self, values: Iterable[Value]) -> list[int]:
+        """Assert every value of ``values``, in order, as :meth:`assert_` would one by one;
+        returns their keys. If one of them is not a value, raises ``TypeError`` and asserts
+        none of them."""
+        values = _checked(values)
+        self._check_open()
+        first = self._next + 1
+        self._next += len(values)
+        keys = list(range(first, first + len(values)))
+        if self._held is not None:
+            self._held.update(zip(keys, values, strict=True))
+        if values:
+            self._act(_ASSERT_MANY, (first, values))
+        return keys
 
     def retract(self, key: int) -> None:
         """Withdraw the assertion made under ``key`` (unknown keys are ignored)."""
         if self._held is not None:
             self._held.pop(key, None)
-        self._act(lambda t: t.retract(self._handles.pop(key, -1)))
+        self._act(_RETRACT, key)
+
+    def retract_many(self, keys: Iterable[int]) -> None:
+        """Withdraw the assertions made under ``keys``, in order (unknown keys are ignored)."""
+        keys = tuple(keys)
+        if self._held is not None:
+            for key in keys:
+                self._held.pop(key, None)
+        if keys:
+            self._act(_RETRACT_MANY, keys)
+        else:
+            self._check_open()
 
     def replace(self, key: int, value: Value) -> int:
         """Assert ``value`` and withdraw the assertion made under ``key``, in one turn: no
         observer anywhere sees neither (the new value arrives before the old one goes). ``key``
         then stands for ``value`` and is returned; an unknown key just asserts ``value``."""
         check_value(value)
+        if self._held is not None:
+            self._held[key] = value
 
         def swap(t: Turn) -> None:
             self._handles[key] = t.replace(self._target, self._handles.pop(key, None), value)  # type: ignore[assignment]
 
-        self._act(swap)
+        self._call(swap)
         return key
 
     def send(self, value: Value) -> None:
         """Send ``value`` as a message to every matching observer in the overlay."""
         check_value(value)
-        self._act(lambda t: t.message(self._target, value))
+        self._act(_SEND, value)
+
+    def send_many(self, values: Iterable[Value]) -> None:
+        """Send every value of ``values`` as a message, in order, as :meth:`send` would one by
+        one. If one of them is not a value, raises ``TypeError`` and sends none of them.
+
+        Like :meth:`send` it never waits: hand over a few hundred values at a time and
+        :meth:`drain` in between, or the connection's buffer grows by all of them."""
+        values = _checked(values)
+        if values:
+            self._act(_SEND_MANY, values)
+        else:
+            self._check_open()
 
     @property
     def backlogged(self) -> bool:
@@ -330,7 +454,7 @@ class Session:
     async def sync(self, timeout: float | None = DEFAULT_TIMEOUT) -> None:
         """Wait until every earlier action of this session has reached every node and back."""
         done = trio.Event()
-        self._act(lambda t: t.sync(self._target, lambda t2: done.set()))
+        self._call(lambda t: t.sync(self._target, lambda t2: done.set()))
         await self._answer(done, timeout, "sync")
         if self._dropped:  # reported once, by the sync that follows them
             dropped, self._dropped = self._dropped, []
@@ -349,24 +473,23 @@ class Session:
     async def observe(self, pattern: PatternLike) -> AsyncIterator[Observation]:
         """Observe ``pattern`` (text or record form) for the duration of the ``async with``."""
         value, names = _pattern(pattern)
-        send, receive = trio.open_memory_channel[Event](math.inf)
-        watch = _Watch(send, names)
+        watch = _Watch(names)
         handle: list[Handle] = []
-        self._act(
+        self._call(
             lambda t: handle.append(t.publish(self._target, observe_record(value, t.ref(watch))))
         )
-        self._channels.add(send)
+        self._watches.add(watch)
         if self._observing is not None:
             self._observing[watch] = (value, handle)
         try:
-            yield Observation(receive, watch, self)
+            yield Observation(watch, self)
         finally:
             if self._observing is not None:
                 self._observing.pop(watch, None)
-            self._channels.discard(send)
-            send.close()
+            self._watches.discard(watch)
+            watch.close()
             if not self.relay.closed:
-                self._act(lambda t: t.retract(handle[-1]))
+                self._call(lambda t: t.retract(handle[-1]))
 
     async def query(
         self, pattern: PatternLike, timeout: float | None = DEFAULT_TIMEOUT
@@ -382,13 +505,21 @@ class Session:
         """Assert ``make(reply)`` at the node's object until the one answer arrives at ``reply``."""
         answer = _Answer()
         handle: list[Handle] = []
-        self._act(lambda t: handle.append(t.publish(self._target, make(t.ref(answer)))))
+        self._call(lambda t: handle.append(t.publish(self._target, make(t.ref(answer)))))
         try:
             await self._answer(answer.done, timeout, "the answer")
         finally:
             if not self.relay.closed:
-                self._act(lambda t: t.retract(handle[0]))
+                self._call(lambda t: t.retract(handle[0]))
         return answer.value
+
+
+def _checked(values: Iterable[Value]) -> tuple[Value, ...]:
+    """``values`` as a tuple, each checked (``TypeError`` for the first that is not a value)."""
+    values = tuple(values)
+    for value in values:
+        check_value(value)
+    return values
 
 
 def _pattern(pattern: PatternLike) -> tuple[Value, tuple[str, ...]]:

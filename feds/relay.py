@@ -610,6 +610,8 @@ class Relay:
         self._sync_pins: dict[int, int] = {}  # exported oid -> syncs awaiting their answer
         self._events: list[bytes] = []  # encoded events of the current turn
         self._removals: list[bytes] = []  # its retractions, sent after the rest
+        self._applying = 0  # turns of received events queued and not yet applied
+        self._goodbye: str | None = None  # the far side's closing reason, once it said it
         self._transient: list[_Entry] = []  # entries held until the current turn commits
         self._flush_turn: Turn | None = None
         self._inert_ref: Ref | None = None
@@ -626,12 +628,12 @@ class Relay:
 
     def receive(self, data: bytes) -> None:
         """Feed bytes from the transport. Never raises: bad input closes this connection."""
-        if self.closed or not data:
+        if self.closed or self._goodbye is not None or not data:
             return
         self.stats.bytes_in += len(data)
         try:
             self._frames.feed(data)
-            while not self.closed:
+            while not self.closed and self._goodbye is None:
                 self._membrane.decoded = []
                 packet = self._frames.next_value()
                 if packet is NEED_DATA:
@@ -677,8 +679,10 @@ class Relay:
             self._write(_PING_FRAME)
 
     def close(self, reason: str = "closed", detail: Value = None) -> None:
-        """Close this end: tell the far side why, retract what it asserted here, drop proxies."""
-        if not self.closed:
+        """Close this end: tell the far side why, retract what it asserted here, drop proxies.
+
+        Once the far side has said goodbye, its events still queued are applied first."""
+        if not self.closed and self._goodbye is None:
             log.info("%r: closing: %s", self, reason)
             self._shutdown(reason, detail, notify=True)
 
@@ -727,7 +731,10 @@ class Relay:
         reason = packet.fields[0] if packet.fields else None
         text = reason if isinstance(reason, str) else repr(reason)
         log.warning("%r: the far side closed the connection: %s", self, text)
-        self._shutdown(f"peer error: {text}", None, notify=False)
+        if self._applying:  # its last events are queued: they go first, as they came first
+            self._goodbye = f"peer error: {text}"
+        else:
+            self._shutdown(f"peer error: {text}", None, notify=False)
 
     def _on_hello(self, packet: Record) -> None:
         hello = Hello.from_value(packet)
@@ -813,6 +820,7 @@ class Relay:
         self.stats.events_in += len(ops)
         if ops:
             ref_count = len(refs)
+            self._applying += 1
             self._enqueue(lambda turn: self._apply(turn, ops, ref_count))
 
     def _check_event(self, item: Value) -> tuple:
@@ -875,8 +883,11 @@ class Relay:
     # -- applying incoming events (in a turn of the relay actor) ---------------------------------
 
     def _apply(self, turn: Turn, ops: list[tuple], ref_count: int) -> None:
+        self._applying -= 1
         if self.closed:
             return
+        if self._goodbye is not None and not self._applying:  # once these are applied
+            turn.on_commit(lambda: self._shutdown(self._goodbye, None, notify=False))  # type: ignore[arg-type]
         self._touch(turn)
         self._membrane.unlowered = ref_count
         has_refs = ref_count > 0

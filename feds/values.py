@@ -433,14 +433,24 @@ def record(label: str | Value, *fields: Value) -> Record:
     return Record(Symbol(label) if isinstance(label, str) else label, fields)
 
 
+_LEAF_CLASSES = frozenset((*ATOM_TYPES, type(None)))
+"""Classes whose instances are values with nothing inside to check (the common case, tested
+first by class: a set lookup, no call)."""
+_LEAF_TYPES = (*ATOM_TYPES, Embedded)
+
+
 def check_value(v: object) -> None:
     """Raise ``TypeError`` naming the offending part if ``v`` is not a feds value."""
-    if v is None or isinstance(v, (*ATOM_TYPES, Embedded)):
+    if v.__class__ in _LEAF_CLASSES:
         return
     if isinstance(v, Record):
-        check_value(v.label)
+        if v.label.__class__ not in _LEAF_CLASSES:
+            check_value(v.label)
         for f in v.fields:
-            check_value(f)
+            if f.__class__ not in _LEAF_CLASSES:
+                check_value(f)
+    elif isinstance(v, _LEAF_TYPES):
+        return
     elif isinstance(v, tuple | frozenset):
         for item in v:
             check_value(item)

@@ -123,3 +123,22 @@ async def test_a_reconnecting_client_reasserts_and_reobserves_after_a_restart(
         await ds.sync()
     async with client.connect(address) as other:
         assert await other.query("<present $who>") == []  # all retracted when it left
+
+
+async def test_a_reconnecting_client_reasserts_what_replace_put_in_place(
+    nursery: trio.Nursery,
+) -> None:
+    """After a reconnection, a key that ``replace`` moved to a new value asserts the new value,
+    not the one it was first asserted with (it did: ``replace`` left the held value behind)."""
+    node = await Served().start(nursery)
+    async with client.connect(node.address, reconnect=True) as ds:
+        key = ds.assert_(record("present", "Alice"))
+        assert ds.replace(key, record("present", "Bob")) == key
+        async with ds.observe("<present $who>") as events:
+            assert await events.next(5) == client.Event("+", ("Bob",), WHO)
+            node.scope.cancel()
+            assert await events.next(10) == client.Event("-", ("Bob",), WHO)  # the gap begins
+            await Served().start_on(nursery, node.port)
+            assert await events.next(20) == client.Event("+", ("Bob",), WHO)
+            ds.retract(key)
+            assert await events.next(10) == client.Event("-", ("Bob",), WHO)
