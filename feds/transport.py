@@ -315,6 +315,7 @@ class _Link:
     def _on_output(self) -> None:
         if self.relay.closed:
             self.closed.set()
+            self.signal.set()  # the writer ends once the last bytes are out, even if none are
         if self.driver is None:
             self.flush()
         elif not self._flush_queued:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 import trio
 
-from feds import client
+from feds import client, transport
 from feds.codec import encode_frame
 from feds.limits import NetLimits
 from feds.relay import CLIENT, PROTOCOL_VERSION, Hello
@@ -55,13 +55,24 @@ async def read_until_closed(stream: trio.SocketStream) -> bytes:
     return data
 
 
-async def collected(ref: weakref.ref) -> None:
-    with trio.move_on_after(10):
-        while True:
-            gc.collect()
-            if ref() is None:
-                return
-            await trio.sleep(0.01)
+async def collected(ref: weakref.ref, timeout: float = 10.0) -> None:
+    """Wait until ``ref``'s object is garbage: collect, and between collections let the node's
+    tasks finish with the connection (its pump ends only once the last bytes are out or
+    ``CLOSE_TIMEOUT`` has passed), for ``timeout`` seconds in all.
+
+    The time spent collecting does not count: the node's tasks cannot run meanwhile, and a full
+    collection of a large heap (a whole suite's) takes seconds on a loaded machine. Counting it,
+    a few collections used up the timeout while the node's pump had been given a few
+    milliseconds, and the relay was reported still reachable from its own pump's coroutines.
+    """
+    given = 0.0
+    while given < timeout:
+        gc.collect()
+        if ref() is None:
+            return
+        before = trio.current_time()
+        await trio.sleep(0.2)  # (at most timeout / 0.2 collections, even for a real leak)
+        given += trio.current_time() - before
     pytest.fail(f"{ref()!r} is still reachable:\n{holders(ref())}")
 
 
@@ -127,6 +138,22 @@ async def test_a_connection_that_sent_part_of_a_big_frame_releases_its_buffer(
     await collected(ref)
 
 
+async def test_a_far_side_that_says_goodbye_is_let_go_at_once(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A far side that closes with an ``<error ...>`` packet (a client does, when it is done)
+    is let go at once: the node closes the socket and drops the relay, its actor and buffers.
+    They were kept until ``CLOSE_TIMEOUT`` had passed, as nothing woke the writer task when
+    the relay closed with nothing left to send."""
+    monkeypatch.setattr(transport, "CLOSE_TIMEOUT", 3600.0)  # so that only this can end it
+    runtime, port = await start_node(nursery, FAST)
+    stream = await raw(port)
+    await stream.send_all(hello_frame())
+    await eventually(lambda: len(runtime.relays) == 1)
+    await stream.send_all(encode_frame(record("error", "done", None)))
+    await read_until_closed(stream)
+
+
 # -- defect 6: timeouts and caps ----------------------------------------------------------------
 
 
@@ -150,6 +177,35 @@ async def test_a_frame_sent_one_byte_at_a_time_is_closed(nursery: trio.Nursery) 
                 received += chunk
             await stream.send_all(b"\x00")
     assert b"frame not completed within 1 s" in received
+
+
+async def test_a_steady_stream_whose_reads_all_end_mid_frame_is_not_cut(
+    nursery: trio.Nursery,
+) -> None:
+    """The frame timeout bounds one frame, not a stream: a far side that streams frames for
+    longer than ``frame_timeout`` is kept, although every read the node makes ends in the
+    middle of a frame (each frame completes in the read after the one it began in).
+
+    A publisher streaming large turn packets looks like this; it was cut with "frame not
+    completed" once it had streamed for ``frame_timeout``, as soon as a loaded machine made
+    ``test_a_watcher_that_stops_reading_...`` last that long.
+    """
+    runtime, port = await start_node(nursery, FAST)
+    stream = await raw(port)
+    frame = encode_frame(record("ping"))  # a node answers each with a pong (never read here)
+    half = len(frame) // 2
+    await stream.send_all(hello_frame() + frame[:half])
+    await eventually(lambda: len(runtime.relays) == 1)
+    (relay,) = runtime.relays
+    sent = 0
+    with trio.move_on_after(2 * FAST.frame_timeout), contextlib.suppress(trio.BrokenResourceError):
+        while True:  # the rest of one frame and the beginning of the next
+            await stream.send_all(frame[half:] + frame[:half])
+            sent += 1
+            await trio.sleep(0.02)
+    assert not relay.closed, relay.close_reason
+    await eventually(lambda: relay.stats.packets_in == 1 + sent)  # the hello, then each ping
+    assert relay.partial_input == half
 
 
 async def test_connections_beyond_the_maximum_are_refused_with_the_reason(
