@@ -27,7 +27,8 @@ SLICE_EVENTS = 512
 of a million rows) is handled in parts, so that the node keeps answering keep-alives and reading
 its links meanwhile (:meth:`~feds.actor.Scheduler.run_until_idle`)."""
 
-_drivers: weakref.WeakKeyDictionary[Scheduler, Driver] = weakref.WeakKeyDictionary()
+_drivers: weakref.WeakKeyDictionary[Scheduler, weakref.ref[Driver]] = weakref.WeakKeyDictionary()
+"""Each scheduler's driver, both held weakly (a strong value would keep its own key alive)."""
 
 
 class Driver:
@@ -41,12 +42,13 @@ class Driver:
         self._flushing = False  # after-turns callbacks are being called
         self._after: list[Callable[[], None]] = []
         self.scheduler.on_work = self._wake
-        _drivers[self.scheduler] = self
+        _drivers[self.scheduler] = weakref.ref(self)
 
     @staticmethod
     def of(scheduler: Scheduler) -> Driver | None:
         """The driver of ``scheduler``, if one was made for it."""
-        return _drivers.get(scheduler)
+        ref = _drivers.get(scheduler)
+        return None if ref is None else ref()
 
     def _wake(self) -> None:
         if not self._running:  # whoever is running turns now runs the new ones too

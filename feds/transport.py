@@ -413,6 +413,8 @@ class _Link:
         sent = relay.stats.bytes_out
         while not relay.closed:
             await trio.sleep(limits.keepalive_interval)
+            if relay.closed:  # closed meanwhile: its handshake or silence no longer matter
+                return
             now = trio.current_time()
             reason = self.overdue(limits, started, now)
             if reason is not None:

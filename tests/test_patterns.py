@@ -20,7 +20,7 @@ from feds.patterns import (
     match,
     validate,
 )
-from feds.values import NAN, FrozenDict, Record, Symbol
+from feds.values import NAN, FrozenDict, Record, Symbol, exact_equal
 from tests.builders import D, and_, arr, bind, dct, lit, one_of, r, rec, rng, rx, typ
 from tests.pattern_strategies import pattern_for, values
 
@@ -393,12 +393,20 @@ def skeleton_match(sk: Skeleton, v: object) -> tuple | None:
             return None
     for path, c in zip(sk.const_paths, sk.const_values, strict=True):
         x = _project(v, path)
-        if not (x is c or x == c):
+        if not (x is c or exact_equal(x, c)):  # type-exact, as match() and the index are
             return None
     for path, check in sk.checks:
         if not check(_project(v, path)):
             return None
     return tuple(_project(v, p) for p in sk.capture_paths)
+
+
+def test_the_reference_skeleton_matcher_compares_constants_type_exactly() -> None:
+    """Found by hypothesis: ``<lit -0.0>`` against ``0`` (``-0.0 == 0`` in Python)."""
+    for constant, value in [(-0.0, 0), (0.0, 0), (-0.0, 0.0), (1.0, 1), (0, 0.0)]:
+        sk = compile_pattern(lit(constant))
+        assert match(lit(constant), value) is None
+        assert skeleton_match(sk, value) is None
 
 
 @given(st.data())
