@@ -1,8 +1,9 @@
 """Rows per second from a Spark job into a feds overlay, end to end, against two peers.
 
-The overlay is binary7 (``topology/binary7.toml`` on free ports), one ``feds node`` process per
-node. This process is the Spark driver (``local[2]``); its leaf joins under ``a1``
-(:func:`feds.spark.join`), and an observer at ``b2``, in the other subtree, counts the rows of
+The overlay is binary7 (``topology/binary7.toml`` on free ports, with ``max-client-handles``
+raised so that one client may publish 10^6 rows), one ``feds node`` process per node. This
+process is the Spark driver (``local[2]``); its leaf joins under ``a1`` (:func:`feds.spark.join`
+with the topology), and an observer at ``b2``, in the other subtree, counts the rows of
 ``<bench $id $name $x>`` as they arrive (five nodes away). For each size N, the same rows
 (``id``, ``"row-<id>"``, ``id / 2``) are published three ways, ``--reps`` times, interleaved in
 an order that rotates from one repetition to the next:
@@ -58,6 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY = ROOT / "topology" / "binary7.toml"
 TIMEOUT = 1800.0
 """Seconds any one wait may take before the benchmark gives up."""
+CLIENT_HANDLES = 2_000_000
+"""Live handles one client connection may hold (the default, 100,000, is below 10^6)."""
 PROGRESS = 10.0
 """Seconds between progress lines while waiting for the observer."""
 
@@ -82,10 +85,11 @@ class Overlay:
         text = TOPOLOGY.read_text()
         for port in re.findall(r"port = (\d+)", text):
             text = text.replace(f"port = {port}", f"port = {free_port()}")
-        path = Path(self.directory.name) / "binary7.toml"
+        # The plain path publishes all N rows from one client: let a client hold them all.
+        text += f"\n[limits]\nmax-client-handles = {CLIENT_HANDLES}\n"
+        path = self.topology = Path(self.directory.name) / "binary7.toml"
         path.write_text(text)
         topology = load(path)
-        self.protocol = topology.protocol
         self.addresses = {n: "{}:{}".format(*topology.address(n)) for n in topology.nodes}
         self.processes = []
         for name in topology.order():
@@ -246,16 +250,18 @@ def summary(n: int, got: dict[str, list[float]]) -> dict[str, float]:
 
 
 def measure(
-    spark: Any, parent: str, observe_at: str, protocol: str, sizes: list[int], reps: int
+    spark: Any, overlay: Overlay, parent: str, observe_at: str, sizes: list[int], reps: int
 ) -> list[dict[str, float]]:
-    """Join a leaf under ``parent``, observe at ``observe_at``; one row of medians per size.
+    """Join a leaf under the node ``parent``, observe at the node ``observe_at``; one row of
+    medians per size.
 
     The paths run interleaved, in an order that rotates from one repetition to the next (so no
     path always runs first, on a fresh or a tired machine); a line per repetition goes to stderr.
     """
     results = []
-    with feds.spark.join(spark, parent=parent, protocol=protocol, name="bench") as leaf:
-        observer = Observer(observe_at, "<bench $id $name $x>")
+    topology = str(overlay.topology)
+    with feds.spark.join(spark, topology=topology, parent=parent, name="bench") as leaf:
+        observer = Observer(overlay.addresses[observe_at], "<bench $id $name $x>")
         try:
             run_spark(spark, observer, 100, "bench")  # warm-up: workers, planning
             run_noop(spark, 100)
@@ -307,8 +313,7 @@ def main() -> None:
     overlay = Overlay()
     spark = local_session("feds spark_publish benchmark")
     try:
-        addresses = overlay.addresses
-        measure(spark, addresses["a1"], addresses["b2"], overlay.protocol, sizes, reps)
+        measure(spark, overlay, "a1", "b2", sizes, reps)
     finally:
         spark.stop()
         overlay.close()

@@ -41,6 +41,7 @@ import contextlib
 import logging
 import os
 import ssl
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any, Final
@@ -61,6 +62,12 @@ __all__ = [
     "serve_tcp",
     "wait_backlog",
 ]
+
+try:
+    from fcntl import ioctl
+    from termios import FIONREAD
+except ImportError:  # not a POSIX system: unread bytes are not looked for
+    ioctl = None
 
 log = logging.getLogger("feds.transport")
 
@@ -440,7 +447,12 @@ class _Link:
                 f"frame not completed within {limits.frame_timeout:g} s "
                 f"({relay.partial_input} bytes received)"
             )
-        if self.reading and relay.can_ping and now - self.last_read > limits.keepalive_timeout:
+        if (
+            self.reading
+            and relay.can_ping
+            and now - self.last_read > limits.keepalive_timeout
+            and not _unread_bytes(self.stream)
+        ):
             return f"nothing received for {limits.keepalive_timeout:g} s (keep-alive timeout)"
         since = None if self.backpressure is None else self.backpressure.congested_since(self)
         if since is not None and now - since > limits.stall_timeout:
@@ -543,6 +555,24 @@ def _socket_fd(stream: trio.abc.Stream) -> int | None:
     if isinstance(stream, trio.SocketStream) and os.name == "posix":
         return stream.socket.fileno()
     return None
+
+
+def _unread_bytes(stream: trio.abc.Stream) -> int:
+    """How many bytes wait unread in the kernel's buffer of ``stream``'s socket (0 if unknown).
+
+    A process starved of CPU for longer than the keep-alive timeout (a busy machine, a long
+    garbage collection) may run its watchdog before its reader when it wakes: the far side's
+    pings are there, only not read yet, and the link must not be cut for silence.
+    """
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if ioctl is None or not isinstance(stream, trio.SocketStream):
+        return 0
+    try:
+        answer = ioctl(stream.socket.fileno(), FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int.from_bytes(answer, sys.byteorder)
 
 
 def listener_port(listeners: list[Any]) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import socket
+import time
 import weakref
 from collections.abc import Callable
 
@@ -268,6 +270,28 @@ async def test_an_idle_but_live_client_is_kept(nursery: trio.Nursery) -> None:
         await trio.sleep(4 * FAST.keepalive_timeout)  # idle for longer than the timeout
         await ds.sync()
     assert runtime.relays == set() or all(not r.closed for r in runtime.relays)
+
+
+async def test_a_starved_node_does_not_cut_a_link_whose_pings_wait_unread(
+    nursery: trio.Nursery,
+) -> None:
+    """A node that got no CPU for longer than the keep-alive timeout (a loaded machine) may run
+    its watchdog before its reader when it wakes: the far side's ping is in the socket, unread.
+    Here the node's loop is not let run (no checkpoint) between the ping and the check."""
+    runtime, port = await start_node(nursery, FAST)
+    with socket.create_connection(("127.0.0.1", port)) as far_side:
+        far_side.sendall(hello_frame())
+        await eventually(lambda: any(r.ready for r in runtime.relays))
+        (relay,) = runtime.relays
+        link = transport._links[relay]
+        later = link.last_read + 10 * FAST.keepalive_timeout
+        assert "keep-alive timeout" in (link.overdue(FAST, 0.0, later) or "")
+        far_side.sendall(encode_frame(record("ping")))
+        deadline = time.monotonic() + 10
+        while not transport._unread_bytes(link.stream) and time.monotonic() < deadline:
+            time.sleep(0.001)  # loopback delivery, without letting the node read
+        assert link.overdue(FAST, 0.0, later) is None
+        assert not relay.closed
 
 
 # -- defect 4: a watcher that stops reading does not freeze the node ----------------------------

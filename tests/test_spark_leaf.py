@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from feds.auth import Secrets
 from feds.blocking import BlockingClient
+from feds.client import FedsError
 from feds.runtime import Overlay, run_overlay
 from feds.spark.leaf import Leaf
 from feds.spark.wire import ABORT, COMMIT, LeafConnection, LeafError
@@ -102,6 +104,7 @@ def test_join_finds_its_parent_in_a_topology_file(overlay: Overlay, tmp_path: Pa
     for name, parent in (("root", None), ("mid", "root"), ("tail", "mid")):
         lines += [f"[nodes.{name}]", f'listen = "{overlay.address(name)}"']
         lines += [f'parent = "{parent}"'] if parent else []
+    lines += ["[limits]", "max-client-handles = 3"]
     topology = tmp_path / "running.toml"
     topology.write_text("\n".join(lines) + "\n")
     spark = type("Spark", (), {"dataSource": Registry()})()
@@ -110,3 +113,24 @@ def test_join_finds_its_parent_in_a_topology_file(overlay: Overlay, tmp_path: Pa
         (source,) = spark.dataSource.registered
         assert source.name() == "feds"
         assert source.defaults == {"stage": leaf.stage_address, "client": leaf.client_address}
+        with BlockingClient(leaf.client_address) as app:  # the leaf takes the file's [limits]
+            app.publish_many([record("t", i) for i in range(3)])
+            app.sync()
+            with pytest.raises(FedsError, match=r"too many live handles \(max 3\)"):
+                app.assert_(record("t", 3))
+                app.sync()
+
+
+def test_join_refuses_a_secured_deployment_with_the_reason(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    import feds.spark
+
+    (tmp_path / "secret.toml").write_text(Secrets.generate().dumps())
+    topology = tmp_path / "secured.toml"
+    topology.write_text(
+        '[security]\nsecret-file = "secret.toml"\n[nodes.root]\nlisten = "127.0.0.1:7400"\n'
+    )
+    spark = type("Spark", (), {"dataSource": Registry()})()
+    with pytest.raises(ValueError, match="cannot join a deployment with a secret file or TLS"):
+        feds.spark.join(spark, topology=str(topology), parent="root")
+    assert spark.dataSource.registered == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from feds.limits import DEFAULT_NET_LIMITS
 from feds.spark.leaf import Leaf
 
 __all__ = ["Leaf", "join"]
@@ -38,14 +39,23 @@ def join(
 
     ``parent`` is a node of ``topology`` (a topology file, which also gives the protocol) or a
     ``host:port`` address (then give ``protocol`` unless it is the default, aggregate-subs).
-    Waits up to ``timeout`` seconds for the uplink. Close the leaf (or use it as a context
+    With ``topology``, the leaf takes the deployment's ``[limits]``; a deployment with a secret
+    file or TLS is refused (:class:`ValueError`): the leaf's staging port is not authenticated
+    yet. Waits up to ``timeout`` seconds for the uplink. Close the leaf (or use it as a context
     manager) after the Spark work: its publications are retracted when it leaves.
     """
     address = parent
+    limits = DEFAULT_NET_LIMITS
     if topology is not None:
         from feds.topology import load
 
         topo = load(topology)
+        if topo.secret_file is not None or topo.tls is not None:
+            raise ValueError(
+                f"{topology}: a Spark leaf cannot join a deployment with a secret file or TLS "
+                "yet (its staging port is not authenticated)"
+            )
+        limits = topo.limits
         if parent in topo.nodes:
             host_, port = topo.address(parent)
             address = f"{host_}:{port}"
@@ -57,6 +67,7 @@ def join(
         host=host,
         advertise=advertise,
         timeout=timeout,
+        limits=limits,
     )
     try:
         leaf.wait_connected(timeout)

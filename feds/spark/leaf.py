@@ -27,6 +27,7 @@ from feds.actor import Facet, Handle, Turn
 from feds.codec import NEED_DATA, CodecError, FrameDecoder, encode_frame
 from feds.driver import Driver
 from feds.gc_pauses import pauses_bounded
+from feds.limits import DEFAULT_NET_LIMITS, NetLimits
 from feds.runtime import NodeRuntime
 from feds.spark.publications import Diff, PublicationError, Publications
 from feds.spark.wire import ABORT, COMMIT, ERROR, OK, STAGE, STAGED
@@ -80,7 +81,10 @@ class Leaf:
 
     ``parent`` is ``host:port``; ``host`` is where the leaf listens (``0.0.0.0`` or the
     driver's address on a cluster, so executors can reach it; ``advertise`` is the address they
-    dial, by default ``host``).
+    dial, by default ``host``). ``limits`` bound the leaf's connections as a node's.
+
+    The staging port is not authenticated: whoever reaches it can stage and commit rows. So a
+    leaf listens on loopback by default, and on a cluster belongs on a trusted network.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class Leaf:
         host: str = "127.0.0.1",
         advertise: str | None = None,
         timeout: float = 10.0,
+        limits: NetLimits = DEFAULT_NET_LIMITS,
     ) -> None:
         from feds.client import parse_address
 
@@ -101,7 +106,7 @@ class Leaf:
         self.host = host
         self.advertise = advertise or host
         self.driver = Driver()
-        self.runtime = NodeRuntime(self.driver.scheduler, name, protocol)
+        self.runtime = NodeRuntime(self.driver.scheduler, name, protocol, limits=limits)
         self.holder = Holder(self.runtime)
         self.driver.scheduler.run_until_idle()
         self.client_address = ""
