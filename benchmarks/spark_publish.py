@@ -90,6 +90,7 @@ class Overlay:
         path = self.topology = Path(self.directory.name) / "binary7.toml"
         path.write_text(text)
         topology = load(path)
+        self.protocol = topology.protocol
         self.addresses = {n: "{}:{}".format(*topology.address(n)) for n in topology.nodes}
         self.processes = []
         for name in topology.order():
@@ -250,18 +251,26 @@ def summary(n: int, got: dict[str, list[float]]) -> dict[str, float]:
 
 
 def measure(
-    spark: Any, overlay: Overlay, parent: str, observe_at: str, sizes: list[int], reps: int
+    spark: Any,
+    parent: str,
+    observe_at: str,
+    protocol: str,
+    sizes: list[int],
+    reps: int,
+    topology: str | None = None,
 ) -> list[dict[str, float]]:
-    """Join a leaf under the node ``parent``, observe at the node ``observe_at``; one row of
-    medians per size.
+    """Join a leaf under ``parent``, observe at ``observe_at`` (addresses); one row of medians
+    per size. ``topology`` (a file) gives the leaf its limits.
 
     The paths run interleaved, in an order that rotates from one repetition to the next (so no
     path always runs first, on a fresh or a tired machine); a line per repetition goes to stderr.
     """
     results = []
-    topology = str(overlay.topology)
-    with feds.spark.join(spark, topology=topology, parent=parent, name="bench") as leaf:
-        observer = Observer(overlay.addresses[observe_at], "<bench $id $name $x>")
+    joined = feds.spark.join(
+        spark, parent=parent, protocol=protocol, topology=topology, name="bench"
+    )
+    with joined as leaf:
+        observer = Observer(observe_at, "<bench $id $name $x>")
         try:
             run_spark(spark, observer, 100, "bench")  # warm-up: workers, planning
             run_noop(spark, 100)
@@ -313,7 +322,9 @@ def main() -> None:
     overlay = Overlay()
     spark = local_session("feds spark_publish benchmark")
     try:
-        measure(spark, overlay, "a1", "b2", sizes, reps)
+        addresses = overlay.addresses
+        topology = str(overlay.topology)
+        measure(spark, addresses["a1"], addresses["b2"], overlay.protocol, sizes, reps, topology)
     finally:
         spark.stop()
         overlay.close()

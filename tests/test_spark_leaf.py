@@ -14,7 +14,7 @@ import pytest
 from feds.auth import Secrets
 from feds.blocking import BlockingClient
 from feds.client import FedsError
-from feds.runtime import Overlay, run_overlay
+from feds.runtime import InsecureListen, Overlay, run_overlay
 from feds.spark.leaf import Leaf
 from feds.spark.wire import ABORT, COMMIT, LeafConnection, LeafError
 from feds.topology import load
@@ -37,6 +37,21 @@ def test_a_leaf_without_its_parent_says_which_parent_it_waited_for() -> None:
         leaf.wait_connected(0.3)
     with pytest.raises(RuntimeError, match="is closed"):
         leaf.published("x")
+
+
+def test_a_leaf_listens_beyond_loopback_only_where_the_network_is_trusted() -> None:
+    with pytest.raises(InsecureListen, match="allow-unauthenticated = true in the topology"):
+        Leaf("127.0.0.1:1", "aggregate-subs", host="0.0.0.0")
+    trusted = Leaf(
+        "127.0.0.1:1",
+        "aggregate-subs",
+        host="0.0.0.0",
+        advertise="127.0.0.1",
+        allow_unauthenticated=True,
+    )
+    with trusted as leaf, LeafConnection(leaf.stage_address) as task:
+        assert leaf.stage_address.startswith("127.0.0.1:")
+        assert task.ask(Record(ABORT, ("job", None))) == (0,)
 
 
 def test_staged_rows_appear_on_commit_and_an_abort_drops_them(overlay: Overlay) -> None:
@@ -104,11 +119,14 @@ def test_join_finds_its_parent_in_a_topology_file(overlay: Overlay, tmp_path: Pa
     for name, parent in (("root", None), ("mid", "root"), ("tail", "mid")):
         lines += [f"[nodes.{name}]", f'listen = "{overlay.address(name)}"']
         lines += [f'parent = "{parent}"'] if parent else []
-    lines += ["[limits]", "max-client-handles = 3"]
+    lines += ["[security]", "allow-unauthenticated = true", "[limits]", "max-client-handles = 3"]
     topology = tmp_path / "running.toml"
     topology.write_text("\n".join(lines) + "\n")
     spark = type("Spark", (), {"dataSource": Registry()})()
-    with feds.spark.join(spark, topology=str(topology), parent="mid", name="j") as leaf:
+    joined = feds.spark.join(
+        spark, topology=str(topology), parent="mid", name="j", host="0.0.0.0", advertise="127.0.0.1"
+    )
+    with joined as leaf:  # on 0.0.0.0: the file's allow-unauthenticated
         assert leaf.connected and leaf.parent == ("127.0.0.1", int(overlay.ports["mid"]))
         (source,) = spark.dataSource.registered
         assert source.name() == "feds"

@@ -34,14 +34,18 @@ def join(
     host: str = "127.0.0.1",
     advertise: str | None = None,
     timeout: float = 10.0,
+    allow_unauthenticated: bool = False,
 ) -> Leaf:
     """Start a leaf under ``parent`` and register ``format("feds")`` with ``spark``.
 
     ``parent`` is a node of ``topology`` (a topology file, which also gives the protocol) or a
     ``host:port`` address (then give ``protocol`` unless it is the default, aggregate-subs).
-    With ``topology``, the leaf takes the deployment's ``[limits]``; a deployment with a secret
-    file or TLS is refused (:class:`ValueError`): the leaf's staging port is not authenticated
-    yet. Waits up to ``timeout`` seconds for the uplink. Close the leaf (or use it as a context
+    With ``topology``, the leaf takes the deployment's ``[limits]`` and its
+    ``allow-unauthenticated``; a deployment with a secret file or TLS is refused
+    (:class:`ValueError`): the leaf cannot authenticate its links and ports yet. ``host`` other
+    than loopback (a cluster, where executors must reach the leaf) needs
+    ``allow_unauthenticated`` (here or in the topology): see :class:`Leaf`. Waits up to
+    ``timeout`` seconds for the uplink. Close the leaf (or use it as a context
     manager) after the Spark work: its publications are retracted when it leaves.
     """
     address = parent
@@ -53,9 +57,10 @@ def join(
         if topo.secret_file is not None or topo.tls is not None:
             raise ValueError(
                 f"{topology}: a Spark leaf cannot join a deployment with a secret file or TLS "
-                "yet (its staging port is not authenticated)"
+                "yet (it cannot authenticate its uplink, nor the tasks at its staging port)"
             )
         limits = topo.limits
+        allow_unauthenticated = allow_unauthenticated or topo.allow_unauthenticated
         if parent in topo.nodes:
             host_, port = topo.address(parent)
             address = f"{host_}:{port}"
@@ -68,6 +73,7 @@ def join(
         advertise=advertise,
         timeout=timeout,
         limits=limits,
+        allow_unauthenticated=allow_unauthenticated,
     )
     try:
         leaf.wait_connected(timeout)

@@ -28,7 +28,7 @@ from feds.codec import NEED_DATA, CodecError, FrameDecoder, encode_frame
 from feds.driver import Driver
 from feds.gc_pauses import pauses_bounded
 from feds.limits import DEFAULT_NET_LIMITS, NetLimits
-from feds.runtime import NodeRuntime
+from feds.runtime import InsecureListen, NodeRuntime, is_loopback
 from feds.spark.publications import Diff, PublicationError, Publications
 from feds.spark.wire import ABORT, COMMIT, ERROR, OK, STAGE, STAGED
 from feds.transport import listener_port
@@ -83,8 +83,10 @@ class Leaf:
     driver's address on a cluster, so executors can reach it; ``advertise`` is the address they
     dial, by default ``host``). ``limits`` bound the leaf's connections as a node's.
 
-    The staging port is not authenticated: whoever reaches it can stage and commit rows. So a
-    leaf listens on loopback by default, and on a cluster belongs on a trusted network.
+    Neither of its ports is authenticated (a leaf cannot join a deployment with secrets yet):
+    whoever reaches them can read and publish through the node, and stage and commit rows. So a
+    leaf listens on loopback only, unless ``allow_unauthenticated`` says the network is trusted
+    (:class:`~feds.runtime.InsecureListen` otherwise), as a node of such a deployment would.
     """
 
     def __init__(
@@ -97,16 +99,30 @@ class Leaf:
         advertise: str | None = None,
         timeout: float = 10.0,
         limits: NetLimits = DEFAULT_NET_LIMITS,
+        allow_unauthenticated: bool = False,
     ) -> None:
         from feds.client import parse_address
 
+        if not allow_unauthenticated and not is_loopback(host):
+            raise InsecureListen(
+                f"feds leaf {name}: refusing to listen on {host} without authentication: anyone "
+                "who can reach it could read every assertion and publish or commit rows. On a "
+                "trusted network, set allow-unauthenticated = true in the topology's [security] "
+                "(or pass allow_unauthenticated=True)"
+            )
         self.name = name
         self.parent = parse_address(parent)
         self.protocol = protocol
         self.host = host
         self.advertise = advertise or host
         self.driver = Driver()
-        self.runtime = NodeRuntime(self.driver.scheduler, name, protocol, limits=limits)
+        self.runtime = NodeRuntime(
+            self.driver.scheduler,
+            name,
+            protocol,
+            limits=limits,
+            allow_unauthenticated=allow_unauthenticated,
+        )
         self.holder = Holder(self.runtime)
         self.driver.scheduler.run_until_idle()
         self.client_address = ""
