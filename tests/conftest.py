@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,13 @@ settings.register_profile(
     "ci", max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# Many tests stop a `feds` process with SIGINT (Ctrl-C) and expect a clean exit. A suite started
+# in the background by a non-interactive shell (`make test &`, nohup) inherits SIGINT ignored,
+# and so would every process it starts: Python then installs no KeyboardInterrupt handler, and
+# those processes never stop. Restored here, the processes start with the default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # -- Spark: one local session for every Spark test (tests/test_spark*.py) -------------------------
