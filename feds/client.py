@@ -617,7 +617,7 @@ async def connect(
             delay = min(2 * delay, RETRY_MAX)
             new_relay()
 
-    with _single_errors():
+    with single_errors():
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run)
             nursery.start_soon(link)
@@ -638,14 +638,18 @@ async def connect(
 
 
 @contextmanager
-def _single_errors() -> Iterator[None]:
-    """Re-raise a lone exception out of trio's exception group, so callers catch it plainly."""
+def single_errors() -> Iterator[None]:
+    """Re-raise a lone exception out of trio's exception groups (nested ones too), so callers
+    catch it plainly."""
     try:
         yield
     except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+        lone: BaseException = group
+        while isinstance(lone, BaseExceptionGroup) and len(lone.exceptions) == 1:
+            lone = lone.exceptions[0]
+        if lone is group:
+            raise
+        raise lone from None
 
 
 async def status(

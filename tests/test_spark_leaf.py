@@ -54,6 +54,13 @@ def test_a_leaf_listens_beyond_loopback_only_where_the_network_is_trusted() -> N
         assert task.ask(Record(ABORT, ("job", None))) == (0,)
 
 
+def test_a_leaf_that_cannot_listen_raises_the_reason_itself() -> None:
+    with pytest.raises(OSError):  # not an exception group from the leaf's thread
+        Leaf(
+            "127.0.0.1:1", "aggregate-subs", host="no-such-host.invalid", allow_unauthenticated=True
+        )
+
+
 def test_staged_rows_appear_on_commit_and_an_abort_drops_them(overlay: Overlay) -> None:
     with (
         Leaf(overlay.address("tail"), CHAIN.protocol) as leaf,

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from feds.actor import Facet, Handle, Turn
+from feds.client import parse_address, single_errors
 from feds.codec import NEED_DATA, CodecError, FrameDecoder, encode_frame
 from feds.driver import Driver
 from feds.gc_pauses import pauses_bounded
@@ -101,8 +102,6 @@ class Leaf:
         limits: NetLimits = DEFAULT_NET_LIMITS,
         allow_unauthenticated: bool = False,
     ) -> None:
-        from feds.client import parse_address
-
         if not allow_unauthenticated and not is_loopback(host):
             raise InsecureListen(
                 f"feds leaf {name}: refusing to listen on {host} without authentication: anyone "
@@ -142,7 +141,8 @@ class Leaf:
 
     def _run(self) -> None:
         try:
-            with pauses_bounded():  # a commit of a million rows: see feds.gc_pauses
+            # a commit of a million rows: see feds.gc_pauses; errors as themselves, not groups
+            with pauses_bounded(), single_errors():
                 trio.run(self._main)
         except BaseException as exc:  # reported to the thread that started the leaf
             self._error = exc
