@@ -123,7 +123,12 @@ def test_watch_times_out_with_exit_code_1_when_count_is_not_met(chain: list[str]
     assert result.returncode == 1 and "0 of 1 events" in result.stderr
 
 
-def test_up_runs_a_topology_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_up_runs_a_topology_and_stops_cleanly_on_ctrl_c_or_sigterm(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """SIGTERM is what process supervisors and ``docker stop`` send (as a container's first
+    process, a feds command that did not handle it would ignore it until killed)."""
     proc = subprocess.Popen(
         [*FEDS, "up", "topology/binary7.toml", "--any-port"],
         stdout=subprocess.PIPE,
@@ -135,8 +140,9 @@ def test_up_runs_a_topology_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         address = line.split()[4]
         assert feds("send", address, "<hello>").returncode == 0
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
     assert proc.wait(10) == 0
+    assert proc.stderr is not None and "stopped" in proc.stderr.read()
 
 
 def test_demo_runs_to_the_end() -> None:

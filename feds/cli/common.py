@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 import trio
@@ -66,10 +67,29 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+async def _stopped_by_sigterm(main) -> object:
+    """Run ``main``; SIGTERM (a process supervisor's, ``docker stop``'s, ``kill``'s) stops it as
+    Ctrl-C does. Without this, a ``feds node`` that is a container's first process would ignore
+    SIGTERM (the kernel's default action does not apply to it) until the supervisor killed it."""
+    result: list[object] = []
+    async with trio.open_nursery() as nursery:
+
+        async def run_main() -> None:
+            result.append(await main())
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(run_main)
+        with trio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                raise KeyboardInterrupt
+    return result[0] if result else None
+
+
 def run_trio(main) -> int:
-    """Run ``main`` under trio; Ctrl-C is a clean stop (exit 0), a network error exit 1."""
+    """Run ``main`` under trio; Ctrl-C or SIGTERM is a clean stop (exit 0), a network error
+    exit 1."""
     try:
-        result = trio.run(main)
+        result = trio.run(_stopped_by_sigterm, main)
     except BaseException as exc:
         if _only(exc, KeyboardInterrupt):
             print("stopped", file=sys.stderr)

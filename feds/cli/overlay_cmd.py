@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run every node of a topology in this process",
         description="Run every node of TOPOLOGY in this one process (links in memory), each "
         "listening on TCP at its address so clients and tools can attach; nodes with gates in "
-        "the topology serve its [spaces] behind them (docs/tuplespaces.md). Ctrl-C stops.",
+        "the topology serve its [spaces] behind them (docs/tuplespaces.md). Ctrl-C or SIGTERM "
+        "stops.",
         epilog="example: feds up topology/binary7.toml --protocol copy-up",
     )
     up.add_argument("topology", help="a topology file (see docs/topology.md)")
@@ -48,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "its parent (re-dialing with backoff if the parent is away). If the node has gates "
         "in the topology, serve the topology's [spaces] behind them (a federated space through "
         "this node's fragment; docs/tuplespaces.md). Prints 'node NAME listening on HOST:PORT', "
-        "then 'gate URI spaces NAME(KIND) ...' per gate. Ctrl-C stops (and closes the gates).",
+        "then 'gate URI spaces NAME(KIND) ...' per gate. Ctrl-C or SIGTERM stops (and closes "
+        "the gates).",
         epilog="example: feds node topology/chain3.toml --name middle",
     )
     node.add_argument("topology", help="a topology file (see docs/topology.md)")
