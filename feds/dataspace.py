@@ -41,25 +41,41 @@ def as_observe(value: Value) -> tuple[Value, Ref] | None:
 class _Observer:
     """Index callback for one Observe: turns index events into actions at the observer."""
 
-    __slots__ = ("dataspace", "published", "ref")
+    __slots__ = ("dataspace", "inline", "published", "ref")
 
-    def __init__(self, dataspace: Dataspace, ref: Ref) -> None:
+    def __init__(self, dataspace: Dataspace, ref: Ref, inline: bool) -> None:
         self.dataspace = dataspace
         self.ref = ref
+        self.inline = inline
+        """Whether the observer is a rule step of the dataspace's own actor: its captures are
+        then published untracked (:meth:`Turn.publish_untracked`), withdrawn by the dataspace
+        itself when its facet stops."""
         self.published: dict[Value, Handle] = {}  # exact key of the captures -> handle
 
     def __call__(self, event: str, captures: tuple) -> None:
         turn = self.dataspace.turn
         if event == "+":  # keyed type-exactly: (1,) and (#t,) are two matches
-            self.published[exact_key(captures)] = turn.publish(self.ref, captures)
+            if self.inline:
+                handle = turn.publish_untracked(self.ref, captures)
+            else:
+                handle = turn.publish(self.ref, captures)
+            self.published[exact_key(captures)] = handle
         elif event == "-":
-            turn.retract(self.published.pop(exact_key(captures)))
+            handle = self.published.pop(exact_key(captures))
+            if self.inline:
+                turn.retract_untracked(self.ref, handle)
+            else:
+                turn.retract(handle)
         else:
             turn.message(self.ref, captures)
 
     def withdraw(self, turn: Turn) -> None:
+        ref = self.ref
         for handle in self.published.values():
-            turn.retract(handle)
+            if self.inline:
+                turn.retract_untracked(ref, handle)
+            else:
+                turn.retract(handle)
         self.published.clear()
 
 
@@ -74,6 +90,14 @@ class Dataspace(Entity):
         self.observers: dict[Value, tuple[object, _Observer, int]] = {}
         """Each distinct Observe assertion → its skeleton, its index callback and its copies."""
         self.turn: Turn | None = None
+        self._stop_hooked = False  # whether this dataspace's facet withdraws untracked captures
+
+    def _withdraw_untracked(self, turn: Turn) -> None:
+        """The facet holding this dataspace stops: what the actor would withdraw of tracked
+        captures, the dataspace withdraws of its untracked ones."""
+        for _skeleton, observer, _copies in self.observers.values():
+            if observer.inline:
+                observer.withdraw(turn)
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         self.turn = turn
@@ -93,7 +117,11 @@ class Dataspace(Entity):
         except PatternError as exc:
             log.warning("Observe with an invalid pattern kept as a plain assertion: %s", exc)
             return
-        observer = _Observer(self, ref)
+        inline = turn.is_inline_here(ref)
+        if inline and not self._stop_hooked:  # turn.facet: this dataspace's own
+            turn.on_stop(self._withdraw_untracked)
+            self._stop_hooked = True
+        observer = _Observer(self, ref, inline)
         self.observers[value] = (skeleton, observer, 1)
         self.index.add_handler(skeleton, observer)
 

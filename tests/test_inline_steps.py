@@ -160,3 +160,35 @@ def test_turns_per_message_over_a_chain(protocol: str) -> None:
     _handle, watcher, _pattern = subscriber.observers[key]
     assert watcher.messages == [(1,)]
     assert overlay.scheduler.turns_run - before == TURNS[protocol]
+
+
+def test_a_stopped_dataspace_withdraws_what_its_inline_rule_steps_were_shown() -> None:
+    """A dataspace shows the relays of its own actor their captures without handles the actor
+    tracks (``Turn.publish_untracked``); when the facet holding the dataspace stops, the relays
+    must still see them go, and so must whatever the relays asserted elsewhere."""
+    sched = Scheduler()
+    seen = Recorder()
+    facets: dict[str, Facet] = {}
+
+    def boot(t: Turn) -> None:
+        out = Ref(sched.spawn(lambda _t: None, name="observer").root, seen)
+        box: list[Ref] = []
+        facets["ds"] = t.new_facet(lambda f: box.append(f.ref(Dataspace())))
+        (ds,) = box
+        relay(t, ds, rec_group(A, [bind()]), lambda c: (out, record("seen", c[0])))
+        t.publish(ds, record("a", 1))
+        t.publish(ds, record("a", 2))
+
+    sched.spawn(boot)
+    sched.run_until_idle()
+    assert set(seen.live.values()) == {record("seen", 1), record("seen", 2)}
+
+    def stop(t: Turn) -> None:
+        t.stop(facets["ds"])
+
+    actor = facets["ds"].actor
+    sched.enqueue(actor, actor.root, stop)
+    sched.run_until_idle()
+    assert seen.live == {}
+    gone = [value for kind, value in seen.events if kind == "-"]
+    assert len(gone) == 2 and set(gone) == {record("seen", 1), record("seen", 2)}
