@@ -61,21 +61,19 @@ class _Observer:
                 handle = turn.publish(self.ref, captures)
             self.published[exact_key(captures)] = handle
         elif event == "-":
-            handle = self.published.pop(exact_key(captures))
-            if self.inline:
-                turn.retract_untracked(self.ref, handle)
-            else:
-                turn.retract(handle)
+            self._retract(turn, self.published.pop(exact_key(captures)))
         else:
             turn.message(self.ref, captures)
 
+    def _retract(self, turn: Turn, handle: Handle) -> None:
+        if self.inline:
+            turn.retract_untracked(self.ref, handle)
+        else:
+            turn.retract(handle)
+
     def withdraw(self, turn: Turn) -> None:
-        ref = self.ref
         for handle in self.published.values():
-            if self.inline:
-                turn.retract_untracked(ref, handle)
-            else:
-                turn.retract(handle)
+            self._retract(turn, handle)
         self.published.clear()
 
 
