@@ -647,27 +647,51 @@ _SPECIAL_TYPES: Final = frozenset({float, msgpack.Timestamp})
 # 0xff. A timestamp is ext type -1 (0xff) with 4, 8 or 12 bytes: fixext 4 or 8 (0xd6, 0xd7), or
 # ext 8/16/32 whose length ends in 0x04, 0x08 or 0x0c (msgpack refuses other lengths).
 _PAIR_FIRSTS: Final = frozenset(b"\xca\xcb\xd6\xd7\x04\x08\x0c")
-_PAIR_SEARCH_MAX: Final = 16  # 0x7f and 0xff bytes looked at before taking the data as special
 _PAIRS: Final = re.compile(b"[" + bytes(sorted(_PAIR_FIRSTS)) + b"][\x7f\xff]")
 _PAIRS_SCAN_MAX_BYTES: Final = 512  # up to this size, one regex scan beats looking at each byte
+_BYTES_PER_LOOK: Final = 32
+"""In a bigger frame, one 0x7f or 0xff byte is looked at per this many bytes of the frame; data
+denser in them than that (random binary payloads are one in 128) is taken as special."""
+_LENGTH_ENDS: Final = frozenset(b"\x04\x08\x0c")
+_LENGTH_BEFORE: Final = frozenset(b"\xc7\x00")  # ext 8's type byte, or ext 16/32's length's
 
 
 def _special_bytes(data: bytes) -> bool:
-    """Whether ``data`` may encode a NaN or a timestamp (at C speed, conservative).
+    """Whether ``data`` may encode a NaN or a timestamp (at C speed mostly, conservative).
 
-    Data without the bytes 0x7f and 0xff holds neither; with a few of them, only one that
-    follows a byte of :data:`_PAIR_FIRSTS` counts; with many (binary payloads), any does.
+    Data without the bytes 0x7f and 0xff holds neither. A small frame is searched for the
+    pairs above with one regex. In a bigger one each 0x7f or 0xff byte is looked at with its
+    neighbours: it counts only if it can be a NaN's first byte (after 0xcb, followed by a byte
+    of at least 0xf0; after 0xca, by one of at least 0x80) or a timestamp's type (0xff after
+    0xd6 or 0xd7, or after a length 4, 8 or 12 that follows 0xc7 or 0x00). So integers, finite
+    floats and text, whatever their bytes, leave a batch of values plain; only data with more
+    such bytes than one per :data:`_BYTES_PER_LOOK` is taken as special without looking.
     """
     if 0x7F not in data and 0xFF not in data:
         return False
-    if len(data) <= _PAIRS_SCAN_MAX_BYTES:
+    size = len(data)
+    if size <= _PAIRS_SCAN_MAX_BYTES:
         return _PAIRS.search(data) is not None
-    seen = 0
+    looks = size // _BYTES_PER_LOOK
+    last = size - 1
     for second in (0x7F, 0xFF):
         i = data.find(second, 1)
         while i != -1:
-            seen += 1
-            if seen > _PAIR_SEARCH_MAX or data[i - 1] in _PAIR_FIRSTS:
+            looks -= 1
+            if looks < 0:
+                return True
+            before = data[i - 1]
+            if before == 0xCB:
+                if i == last or data[i + 1] >= 0xF0:
+                    return True
+            elif before == 0xCA:
+                if i == last or data[i + 1] >= 0x80:
+                    return True
+            elif second == 0xFF and (
+                before == 0xD6
+                or before == 0xD7
+                or (before in _LENGTH_ENDS and i >= 2 and data[i - 2] in _LENGTH_BEFORE)
+            ):
                 return True
             i = data.find(second, i + 1)
     return False

@@ -71,7 +71,6 @@ __all__ = [
     "ProtocolError",
     "Relay",
     "RelayStats",
-    "WireRef",
     "exchange",
     "negotiate_version",
 ]
@@ -247,29 +246,6 @@ class RelayStats:
         return asdict(self)
 
 
-class WireRef(Embedded):
-    """An embedded reference as decoded from the wire, before the membrane maps it."""
-
-    __slots__ = ("kind", "oid")
-
-    def __init__(self, kind: int, oid: int) -> None:
-        self.kind = kind
-        self.oid = oid
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            other.__class__ is WireRef
-            and other.kind == self.kind  # type: ignore[attr-defined]
-            and other.oid == self.oid  # type: ignore[attr-defined]
-        )
-
-    def __hash__(self) -> int:
-        return hash((WireRef, self.kind, self.oid))
-
-    def __repr__(self) -> str:
-        return f"WireRef({'mine' if self.kind == MINE else 'yours'}, {self.oid})"
-
-
 def _plain(v: Value) -> Value:
     """``v`` for an error detail: embedded references cannot be echoed back."""
     return None if isinstance(v, Embedded) else v
@@ -331,8 +307,10 @@ class _Membrane:
     """The export and import tables of one connection end, with reference counts.
 
     It is also the codec's embedded hooks for the relay (:class:`~feds.codec.EmbeddedHooks`):
-    on encode it lifts local references into :attr:`lifted`, on decode it collects the
-    :class:`WireRef` s of a packet in :attr:`decoded` (the relay resets both).
+    on encode it lifts local references into :attr:`lifted`; on decode it maps each ``[kind
+    oid]`` straight to its local Ref, counting its entry into :attr:`decoded` (the relay resets
+    both), so that a received value holds local Refs as it comes out of the decoder and is
+    never walked again to replace them (except an assertion's, to count what it holds).
     """
 
     def __init__(self, relay: Relay) -> None:
@@ -343,9 +321,12 @@ class _Membrane:
         self.next_oid = 1  # oid 0 is the initial object, present or not
         self._proxies: weakref.WeakValueDictionary[int, _Proxy] = weakref.WeakValueDictionary()
         self.dirty: list[_Entry] = []
-        self.unlowered = 0  # WireRefs of the packet being applied that are not lowered yet
         self.lifted: list[_Entry] = []  # entries counted by the encoding under way
-        self.decoded: list[WireRef] = []  # WireRefs of the packet being decoded
+        self.decoded: list[_Entry] = []  # entries counted by the decoding under way
+        self.refs_decoded = 0  # references in the packet being decoded, counted or not
+        self.forged: int | None = None  # an oid of ours it named that was never allocated
+        self.unheld = 0  # references of the packet being applied not yet found by hold()
+        self.live = False  # whether references may be mapped (the far side is accepted)
         self.known_ref_free: Callable[[Value], bool]  # the relay's decoder's, set by the relay
 
     # -- tables -------------------------------------------------------------------------------
@@ -360,10 +341,6 @@ class _Membrane:
             self.exports[oid] = entry
             self.export_ids[ref] = entry
         return entry
-
-    def known_export(self, oid: int) -> bool:
-        """Whether ``oid`` was ever allocated here (it may have been freed since)."""
-        return oid < self.next_oid
 
     def import_oid(self, oid: int, pinned: bool = False) -> _Entry:
         entry = self.imports.get(oid)
@@ -425,8 +402,14 @@ class _Membrane:
         return (entry.kind, entry.oid)
 
     def decode_embedded(self, v: Value) -> Embedded:
-        """The WireRef of a decoded ``[kind oid]`` (collected in :attr:`decoded`)."""
-        if (
+        """The local Ref for a decoded ``[kind oid]``, its entry counted (in :attr:`decoded`).
+
+        Before the far side is accepted nothing is mapped (a reference then is a protocol
+        error: :meth:`Relay._dispatch`); an oid of ours that was never allocated is noted in
+        :attr:`forged` (refused once the packet is decoded); one freed since is a benign race
+        and maps to an inert Ref.
+        """
+        if not (
             v.__class__ is tuple
             and len(v) == 2
             and v[0].__class__ is int
@@ -434,87 +417,63 @@ class _Membrane:
             and v[0] in (MINE, YOURS)
             and 0 <= v[1] < _MAX_ID
         ):
-            wire = WireRef(v[0], v[1])
-            self.decoded.append(wire)
-            return wire
-        raise CodecError(f"malformed embedded reference {v!r} (expected [0 oid] or [1 oid])")
-
-    def lower(self, wire: WireRef, entries: list[_Entry]) -> Ref:
-        """The local Ref for a decoded wire reference, counting the entry it uses."""
-        self.unlowered -= 1
-        if wire.kind == MINE:
-            entry = self.import_oid(wire.oid)
+            raise CodecError(f"malformed embedded reference {v!r} (expected [0 oid] or [1 oid])")
+        self.refs_decoded += 1
+        kind, oid = v
+        if not self.live:
+            return self.relay._inert()
+        if kind == MINE:  # the far side's object: a proxy here
+            entry = self.import_oid(oid)
         else:
-            entry = self.exports.get(wire.oid)
-            if entry is None:  # freed while the far side still mentioned it (a benign race)
+            entry = self.exports.get(oid)
+            if entry is None:
+                if oid >= self.next_oid and self.forged is None:
+                    self.forged = oid
                 return self.relay._inert()
         entry.count += 1
-        entries.append(entry)
+        self.decoded.append(entry)
         return entry.ref
 
-    def lower_value(self, v: Value, entries: list[_Entry]) -> Value:
-        """``v`` with every :class:`WireRef` replaced by its local Ref.
+    def hold(self, v: Value) -> list[_Entry]:
+        """The entries of the references in ``v`` (a value decoded here), each counted once
+        more: what an assertion keeps until it is retracted.
 
-        Only containers holding a WireRef are rebuilt, the walk stops as soon as every
-        WireRef of the packet being applied has been lowered (``unlowered`` counts them down),
-        and it skips a record or dict the decoder knows holds none (interned or cached: a
-        pattern): in ``<pub f pattern captures>`` only ``f`` and the captures are looked at.
+        The walk skips a record or dict the decoder knows holds none (interned or cached: a
+        pattern) and stops once every reference of the packet being applied has been found
+        (:attr:`unheld` counts them down): in ``<pub f pattern captures>`` only ``f`` is
+        looked at.
         """
-        if self.unlowered == 0:
-            return v
-        cls = v.__class__
-        if cls is WireRef:
-            return self.lower(v, entries)
-        if cls is tuple:
-            items = self._lower_items(v, entries)
-            return v if items is None else items
-        if (cls is Record or cls is FrozenDict) and self.known_ref_free(v):
-            return v
-        if cls is Record:
-            label = v.label
-            if label.__class__ is not Symbol:  # the usual label: nothing to lower
-                label = self.lower_value(label, entries)
-            fields = self._lower_items(v.fields, entries)
-            if fields is None:
-                if label is v.label:
-                    return v
-                fields = v.fields
-            return Record(label, fields)
-        if cls is frozenset:
-            items = self._lower_items(tuple(v), entries)
-            return v if items is None else frozenset(items)
-        if cls is FrozenDict:
-            items = self._lower_items(tuple(chain.from_iterable(v.items())), entries)
-            return v if items is None else FrozenDict(zip(items[::2], items[1::2], strict=True))
-        return v
+        held: list[_Entry] = []
+        if self.unheld:
+            self._hold_items((v,), held)
+        return held
 
-    def _lower_items(self, items: tuple, entries: list[_Entry]) -> tuple | None:
-        """``items`` with every WireRef lowered, or None if none is among them (copy on write).
-
-        Atoms, tuples, WireRefs and records and dicts known to hold no reference are dealt with
-        here without a call to :meth:`lower_value`, and no item is looked at once the packet
-        has no WireRef left to lower.
-        """
-        lowered: list | None = None  # a copy of items, once one of them has changed
-        for i, x in enumerate(items):
-            if self.unlowered == 0:
-                break
+    def _hold_items(self, items: Iterable[Value], held: list[_Entry]) -> None:
+        for x in items:
+            if not self.unheld:
+                return
             cls = x.__class__
             if cls in _ATOMS:
                 continue
-            if cls is WireRef:
-                new = self.lower(x, entries)
-            elif cls is tuple:
-                new = self._lower_items(x, entries) or x
-            elif (cls is Record or cls is FrozenDict) and self.known_ref_free(x):
-                continue  # as lower_value would, without calling it
-            else:
-                new = self.lower_value(x, entries)
-            if new is not x:
-                if lowered is None:
-                    lowered = list(items)
-                lowered[i] = new
-        return None if lowered is None else tuple(lowered)
+            if cls is Ref:
+                self.unheld -= 1
+                entity = x.entity
+                if entity.__class__ is _Proxy and entity.relay is self.relay:
+                    entry = self.imports.get(entity.oid)
+                else:
+                    entry = self.export_ids.get(x)
+                if entry is not None:
+                    entry.count += 1
+                    held.append(entry)
+            elif cls is tuple or cls is frozenset:
+                self._hold_items(x, held)
+            elif cls is Record:
+                if not self.known_ref_free(x):
+                    if x.label.__class__ is not Symbol:
+                        self._hold_items((x.label,), held)
+                    self._hold_items(x.fields, held)
+            elif cls is FrozenDict and not self.known_ref_free(x):
+                self._hold_items(chain.from_iterable(x.items()), held)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -633,13 +592,15 @@ class Relay:
         self.stats.bytes_in += len(data)
         try:
             self._frames.feed(data)
+            membrane = self._membrane
             while not self.closed and self._goodbye is None:
-                self._membrane.decoded = []
+                membrane.decoded = []
+                membrane.refs_decoded = 0
                 packet = self._frames.next_value()
                 if packet is NEED_DATA:
                     break
                 self.stats.packets_in += 1
-                self._dispatch(packet, self._membrane.decoded)
+                self._dispatch(packet, membrane.decoded, membrane.refs_decoded)
         except CodecError as e:
             self._fail(f"bad frame: {e}")
         except ProtocolError as e:
@@ -700,7 +661,7 @@ class Relay:
 
     # -- incoming packets --------------------------------------------------------------------------
 
-    def _dispatch(self, packet: Value, refs: list[WireRef]) -> None:
+    def _dispatch(self, packet: Value, entries: list[_Entry], refs: int) -> None:
         if packet.__class__ is not Record:
             raise ProtocolError("unknown packet: not a record", _plain(packet))
         label = packet.label
@@ -718,7 +679,7 @@ class Relay:
         elif self._expected_proof is not None:
             raise ProtocolError(f"packet before authentication: {_label_text(label)}")
         elif name == TURN.name:
-            self._on_turn(packet, refs)
+            self._on_turn(packet, entries, refs)
         elif name in (PING.name, PONG.name) and self.can_ping and not packet.fields:
             if name == PING.name:
                 self._write(_PONG_FRAME)
@@ -798,6 +759,7 @@ class Relay:
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
             self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
+        self._membrane.live = True
         log.debug("%r: hello from %s %r (version %d)", self, hello.role, hello.name, version)
         self._enqueue(self._ready)
 
@@ -806,22 +768,21 @@ class Relay:
             assert self.remote_hello is not None and self.remote_initial is not None
             self.on_ready(turn, self.remote_hello, self.remote_initial)
 
-    def _on_turn(self, packet: Record, refs: list[WireRef]) -> None:
+    def _on_turn(self, packet: Record, entries: list[_Entry], refs: int) -> None:
         if len(packet.fields) != 1 or packet.fields[0].__class__ is not tuple:
             raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
         _check_turn_count(len(packet.fields[0]))  # also when not encoded as feds does
-        for wire in refs:
-            if wire.kind == YOURS and not self._membrane.known_export(wire.oid):
-                raise ProtocolError(
-                    f"unknown oid {wire.oid} in an embedded reference: a reference the "
-                    "receiver never gave (transient, or forged)"
-                )
+        forged = self._membrane.forged
+        if forged is not None:
+            raise ProtocolError(
+                f"unknown oid {forged} in an embedded reference: a reference the "
+                "receiver never gave (transient, or forged)"
+            )
         ops = [self._check_event(item) for item in packet.fields[0]]
         self.stats.events_in += len(ops)
         if ops:
-            ref_count = len(refs)
             self._applying += 1
-            self._enqueue(lambda turn: self._apply(turn, ops, ref_count))
+            self._enqueue(lambda turn: self._apply(turn, ops, entries, refs))
 
     def _check_event(self, item: Value) -> tuple:
         """Validate one ``[oid event]`` against the handle table; return it as an operation."""
@@ -845,13 +806,13 @@ class Relay:
             kind = SYNC
         else:
             raise ProtocolError(f"unknown event {_label_text(label)}/{arity}")
-        if oid >= self._membrane.next_oid:  # never allocated (known_export, inlined)
+        if oid >= self._membrane.next_oid:  # never allocated here
             raise ProtocolError(f"unknown oid {oid}")
         if kind is MESSAGE:
             return (MESSAGE, oid, fields[0], None)
         if kind is ASSERT:
             return self._check_assert(oid, fields[0], fields[1])
-        if fields[0].__class__ is not WireRef:
+        if fields[0].__class__ is not Ref:
             raise ProtocolError("malformed event: the peer of a sync is not a reference")
         return (SYNC, oid, fields[0], None)
 
@@ -882,15 +843,20 @@ class Relay:
 
     # -- applying incoming events (in a turn of the relay actor) ---------------------------------
 
-    def _apply(self, turn: Turn, ops: list[tuple], ref_count: int) -> None:
+    def _apply(self, turn: Turn, ops: list[tuple], entries: list[_Entry], refs: int) -> None:
+        """Apply a packet's events. Its references were mapped and counted as it was decoded:
+        those counts last until this turn commits (a message's references are transient),
+        and an assertion or a sync counts what it holds once more for as long as it lasts."""
         self._applying -= 1
         if self.closed:
             return
         if self._goodbye is not None and not self._applying:  # once these are applied
             turn.on_commit(lambda: self._shutdown(self._goodbye, None, notify=False))  # type: ignore[arg-type]
         self._touch(turn)
-        self._membrane.unlowered = ref_count
-        has_refs = ref_count > 0
+        if entries:
+            self._transient.extend(entries)
+        self._membrane.unheld = refs
+        has_refs = refs > 0
         for kind, oid, payload, handle in ops:
             entry = self._membrane.exports.get(oid)
             target = None if entry is None else entry.ref
@@ -899,7 +865,7 @@ class Relay:
             elif kind is RETRACT:
                 self._apply_retract(turn, handle)
             elif kind is MESSAGE:
-                self._apply_message(turn, oid, target, payload, has_refs)
+                self._apply_message(turn, oid, target, payload)
             else:
                 self._apply_sync(turn, target, payload)
 
@@ -910,9 +876,7 @@ class Relay:
             self._late()
             self._inbound[handle] = _DROPPED
             return
-        entries: list[_Entry] = []
-        if has_refs:
-            value = self._membrane.lower_value(value, entries)
+        entries = self._membrane.hold(value) if has_refs else ()
         self._inbound[handle] = (turn.publish(target, value), entries)
 
     def _late(self) -> None:
@@ -928,14 +892,10 @@ class Relay:
         turn.retract(local)
         self._membrane.release(entries)
 
-    def _apply_message(
-        self, turn: Turn, oid: int, target: Ref | None, value: Value, has_refs: bool
-    ) -> None:
+    def _apply_message(self, turn: Turn, oid: int, target: Ref | None, value: Value) -> None:
         if target is None:
             self._late()
             return
-        if has_refs:
-            value = self._membrane.lower_value(value, self._transient)
         turn.message(target, value)
         pins = self._sync_pins.get(oid)
         if pins:  # the answer to a sync we forwarded: the peer need not stay exported for it
@@ -945,12 +905,11 @@ class Relay:
                 self._sync_pins[oid] = pins - 1
             self._membrane.release((self._membrane.exports[oid],))
 
-    def _apply_sync(self, turn: Turn, target: Ref | None, peer: WireRef) -> None:
-        held: list[_Entry] = []
-        peer_ref = self._membrane.lower(peer, held)
+    def _apply_sync(self, turn: Turn, target: Ref | None, peer: Ref) -> None:
+        held = self._membrane.hold(peer)
 
         def answer(t: Turn) -> None:
-            t.message(peer_ref, True)
+            t.message(peer, True)
             self._hold_until_commit(t, held)
 
         if target is None:  # nothing left to wait for: answer at once

@@ -3,7 +3,32 @@
 from __future__ import annotations
 
 from feds.codec import encode_frame
-from feds.relay import WireRef
+from feds.relay import MINE
+from feds.values import Embedded
+
+
+class WireRef(Embedded):
+    """An embedded reference as it travels: ``[kind oid]``, in the sender's terms (``MINE``:
+    the sender exports it)."""
+
+    __slots__ = ("kind", "oid")
+
+    def __init__(self, kind: int, oid: int) -> None:
+        self.kind = kind
+        self.oid = oid
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            other.__class__ is WireRef
+            and other.kind == self.kind  # type: ignore[attr-defined]
+            and other.oid == self.oid  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((WireRef, self.kind, self.oid))
+
+    def __repr__(self) -> str:
+        return f"WireRef({'mine' if self.kind == MINE else 'yours'}, {self.oid})"
 
 
 class RawRefs:

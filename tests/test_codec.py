@@ -341,6 +341,36 @@ def test_the_bytes_of_a_nan_or_a_timestamp_are_always_noticed(before, after, spe
     assert codec._special_bytes(before + special + after)
 
 
+_PLAIN_ITEMS = st.one_of(
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.binary(max_size=20),
+)
+
+
+@given(
+    st.lists(_PLAIN_ITEMS, max_size=300),
+    st.lists(_PLAIN_ITEMS, max_size=300),
+    st.sampled_from(STAMPS + NANS),
+)
+def test_a_nan_or_a_timestamp_among_many_values_is_always_noticed(before, after, special):
+    """Big frames of encoded values, where each 0x7f or 0xff byte is looked at with its
+    neighbours rather than the frame being taken as special after a few of them."""
+    data = msgpack.packb(before) + special + msgpack.packb(after)
+    assert codec._special_bytes(data)
+
+
+def test_a_big_batch_of_finite_floats_and_integers_is_not_special():
+    """A finite float never starts with 0x7f or 0xff; integers and text that hold those bytes
+    elsewhere do not make a batch special (the decoder then looks at no container's items)."""
+    rows = [(i, f"row-{i}", i / 2, -i / 3, i * 997) for i in range(2000)]
+    data = msgpack.packb(rows)
+    assert data.count(0x7F) + data.count(0xFF) > 100
+    assert not codec._special_bytes(data)
+    assert decode(data) == tuple(rows)
+
+
 @pytest.mark.parametrize("stamp", STAMPS)
 def test_every_timestamp_encoding_is_refused(stamp):
     for data in (stamp, array(b"\x01", stamp), b"\x81" + stamp + b"\x01"):

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from feds.blocking import BlockingClient
 from feds.dataspace import OBSERVE
 from feds.driver import Driver
-from feds.relay import ASSERT, CLIENT, MESSAGE, PEER, PROTOCOL_VERSION, RETRACT, TURN, WireRef
+from feds.relay import ASSERT, CLIENT, MESSAGE, PEER, PROTOCOL_VERSION, RETRACT, TURN
 from feds.runtime import NodeRuntime
 from feds.values import FrozenDict, Record, Symbol, record
-from tests.raw_frames import raw_frame
+from tests.raw_frames import WireRef, raw_frame
 from tests.strategies import patterns, values
 from tests.threaded import served_in_thread
 

@@ -9,10 +9,10 @@ import trio
 from feds import client
 from feds.codec import encode_frame
 from feds.driver import Driver
-from feds.relay import CLIENT, PROTOCOL_VERSION, TURN, YOURS, Hello, Relay, WireRef
+from feds.relay import CLIENT, PROTOCOL_VERSION, TURN, YOURS, Hello, Relay
 from feds.runtime import NodeRuntime
 from feds.values import FrozenDict, Record, record
-from tests.raw_frames import raw_frame
+from tests.raw_frames import WireRef, raw_frame
 
 
 async def test_observer_churn_under_a_message_flood_never_closes_the_link(

@@ -1,14 +1,16 @@
-"""The relay's reference lowering, sped up for the simulator, still finds every reference.
+"""A relay maps every reference as it decodes it, and an assertion holds each one it mentions.
 
-``_Membrane.lower_value`` stops walking once the packet's references are all lowered and
-rebuilds only containers that hold one; these values put references first, last, deep inside
-sets and dicts, and spread over several events of one packet.
+The decoder's embedded hook (``_Membrane.decode_embedded``) turns each ``[kind oid]`` into the
+local Ref and counts its entry for the packet; ``_Membrane.hold`` then counts, for an
+assertion, every reference it mentions, and stops walking once the packet's references are all
+found. These values put references first, last, deep inside sets and dicts, and spread over
+several events of one packet.
 """
 
 from __future__ import annotations
 
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
-from feds.relay import MINE, PEER, Relay, WireRef, exchange
+from feds.relay import PEER, Relay, exchange
 from feds.values import FrozenDict, Record, Symbol, Value
 
 
@@ -25,7 +27,7 @@ class Recorder(Entity):
 
 def refs_in(v: Value) -> list[Value]:
     """Every embedded reference inside ``v``, in a stable order."""
-    if isinstance(v, Ref | WireRef):
+    if isinstance(v, Ref):
         return [v]
     if v.__class__ is Record:
         return [r for f in (v.label, *v.fields) for r in refs_in(f)]
@@ -36,7 +38,7 @@ def refs_in(v: Value) -> list[Value]:
     return []
 
 
-def test_every_reference_is_lowered_wherever_it_is() -> None:
+def test_every_reference_is_mapped_wherever_it_is() -> None:
     sched = Scheduler()
     far = Actor(sched, "far")
     recorder = Recorder()
@@ -78,30 +80,63 @@ def test_every_reference_is_lowered_wherever_it_is() -> None:
     assert got[4] == values[4]
 
 
-def test_lowering_copies_only_the_path_to_each_reference() -> None:
-    membrane = Relay(Scheduler(), "r", PEER)._membrane
-    big = Record(Symbol("pattern"), (FrozenDict({1: Record(Symbol("x"), (1,))}),))
-    v = Record(Symbol("pub"), (big, (1, WireRef(MINE, 3)), b"payload"))
-    membrane.unlowered = 1
-    entries: list = []
-    got = membrane.lower_value(v, entries)
-    assert got.fields[0] is big and got.fields[2] is v.fields[2]
-    assert got.fields[1][0] == 1 and got.fields[1][1].__class__ is Ref
-    assert membrane.unlowered == 0 and len(entries) == 1
-    for holder in (frozenset({(1, WireRef(MINE, 4))}), FrozenDict({"k": big, WireRef(MINE, 5): 2})):
-        membrane.unlowered = 1
-        lowered = membrane.lower_value(holder, entries)
-        assert lowered.__class__ is holder.__class__ and len(lowered) == len(holder)
-        assert refs_in(lowered)[0].__class__ is Ref
-    assert lowered["k"] is big
-    membrane.unlowered = 1
-    labelled = membrane.lower_value(Record(WireRef(MINE, 6), (big,)), entries)  # a generic record
-    assert labelled.label.__class__ is Ref and labelled.fields[0] is big
+def linked() -> tuple[Scheduler, Relay, Relay, Recorder, Actor]:
+    sched = Scheduler()
+    recorder = Recorder()
+    server = Relay(sched, "server", PEER, initial=Ref(Actor(sched, "far").root, recorder))
+    client = Relay(sched, "client", PEER)
+    settle(sched, client, server)
+    return sched, server, client, recorder, Actor(sched, "mine")
 
 
-def test_lowering_returns_values_without_references_unchanged() -> None:
-    membrane = Relay(Scheduler(), "r", PEER)._membrane
+def settle(sched: Scheduler, client: Relay, server: Relay) -> None:
+    for _ in range(50):
+        sched.run_until_idle()
+        exchange(client, server)
+
+
+def test_an_assertion_holds_each_reference_it_mentions_and_a_message_none() -> None:
+    sched, server, client, recorder, mine = linked()
+    a, b = Ref(mine.root, Recorder()), Ref(mine.root, Recorder())
+    handles = []
+
+    def send(turn: Turn) -> None:
+        remote = client.remote_initial
+        assert remote is not None
+        handles.append(turn.publish(remote, Record(Symbol("x"), (a, (1, a), frozenset({a})))))
+        handles.append(turn.publish(remote, FrozenDict({a: 1})))
+        turn.message(remote, Record(Symbol("m"), (a, b)))
+
+    sched.enqueue(mine, mine.root, send)
+    settle(sched, client, server)
+    assert len(recorder.values) == 3
+    membrane = server._membrane
+    counts = {oid: entry.count for oid, entry in membrane.imports.items() if oid}
+    assert list(counts.values()) == [4]  # a, four times in what is asserted; b only in a message
+
+    def retract(turn: Turn) -> None:
+        for handle in handles:
+            turn.retract(handle)
+
+    sched.enqueue(mine, mine.root, retract)
+    settle(sched, client, server)
+    assert server.imported_oids() == {0} and client.exported_oids() == set()
+
+
+def test_hold_stops_once_every_reference_of_the_packet_is_found() -> None:
+    sched, server, client, recorder, mine = linked()
+    a = Ref(mine.root, Recorder())
     big = Record(Symbol("pattern"), (FrozenDict({1: Record(Symbol("x"), (1,))}),))
-    for v in (big, (big, b"x"), frozenset({(1, big)}), FrozenDict({"k": (big,)})):
-        membrane.unlowered = 1  # a reference elsewhere in the packet: the whole value is walked
-        assert membrane.lower_value(v, []) is v
+    sched.enqueue(mine, mine.root, lambda t: t.publish(client.remote_initial, (a,)))
+    settle(sched, client, server)
+    (far_a,) = recorder.values[0]
+    membrane = server._membrane
+    looked_at: list[Value] = []
+    membrane.known_ref_free = lambda v: looked_at.append(v) or False  # type: ignore[method-assign]
+    pub = Record(Symbol("pub"), (far_a, big))
+    membrane.unheld = 1
+    assert [e.ref for e in membrane.hold(pub)] == [far_a]
+    assert looked_at == [pub]  # the pattern after the packet's only reference is not walked
+    membrane.unheld = 2  # another reference elsewhere in the packet: the whole value is walked
+    assert [e.ref for e in membrane.hold(pub)] == [far_a]
+    assert looked_at[1:] == [pub, big, big.fields[0], big.fields[0][1]]
