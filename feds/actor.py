@@ -236,9 +236,6 @@ class Turn:
         if kind == _PUBLISH:
             self.actor.work += 1
             entity.on_publish(self, payload, handle)
-        elif kind == _MESSAGE:
-            self.actor.work += 1
-            entity.on_message(self, payload)
         elif kind == _RETRACT:
             self.actor.work += 1
             entity.on_retract(self, handle)
@@ -307,10 +304,22 @@ class Turn:
         self._run_inline(ref, (_RETRACT, ref, None, handle))
 
     def message(self, ref: Ref, value: Value) -> None:
-        """Send ``value`` to ``ref`` as a message (delivered once, never retained)."""
+        """Send ``value`` to ``ref`` as a message (delivered once, never retained).
+
+        To an inline entity of this actor (a rule step, :attr:`Entity.inline`) it is delivered
+        at once, as :meth:`_run_inline` delivers the other events, without the event tuple
+        and the two calls that would take: most messages inside a node go to rule steps."""
         target = ref.actor
         if target is self._target and target is not self.actor:  # one more for that batch
             self._batch.append((_MESSAGE, ref, value, None))  # type: ignore[union-attr]
+        elif target is self.actor and ref.entity.inline:
+            facet = ref.facet
+            if facet.alive:
+                saved = self.facet
+                self.facet = facet
+                self.actor.work += 1
+                ref.entity.on_message(self, value)
+                self.facet = saved
         else:
             self._send(ref, (_MESSAGE, ref, value, None))
 
