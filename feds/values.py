@@ -356,11 +356,21 @@ class _Exact:
 
 
 def _plain(v: Value) -> bool:
+    """Whether ``v`` is its own exact key: no boolean or float in it, outside records and dicts.
+
+    Items are looked at here, without a call per item; only nested sequences and sets recurse.
+    """
     cls = v.__class__
     if cls in SELF_KEY_CLASSES:
         return True
     if cls is tuple or cls is frozenset:
-        return all(map(_plain, v))
+        for x in v:
+            c = x.__class__
+            if c in SELF_KEY_CLASSES:
+                continue
+            if c is float or c is bool or ((c is tuple or c is frozenset) and not _plain(x)):
+                return False
+        return True
     return cls is not bool and cls is not float  # an Embedded compares by what it refers to
 
 
@@ -372,14 +382,6 @@ def exact_key(v: Value) -> Value:
     sequence or set holding one is wrapped. Keys made by this function must only meet each
     other: a table keyed by them holds no raw booleans or floats.
     """
-    cls = v.__class__
-    if cls in SELF_KEY_CLASSES:
-        return v
-    if cls is tuple:  # a captures vector or a multi-path constant: most often all plain
-        for x in v:
-            if x.__class__ not in SELF_KEY_CLASSES and not _plain(x):
-                return _Exact(v)
-        return v
     return v if _plain(v) else _Exact(v)
 
 

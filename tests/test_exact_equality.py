@@ -41,6 +41,21 @@ def pairs(draw: st.DrawFn) -> tuple[Value, Value]:
     return a, b
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (((1,),), ((1.0,),)),
+        ((1, (2, frozenset({True}))), (1, (2, frozenset({1})))),
+        (frozenset({(0.0,)}), frozenset({(-0.0,)})),
+        ((Record(X, (1,)), (1,)), (Record(X, (1,)), (True,))),
+    ],
+)
+def test_keys_of_nested_sequences_and_sets_tell_their_items_apart(a: Value, b: Value) -> None:
+    """Equal in Python, different in feds, however deep the boolean or float is."""
+    assert a == b and exact_key(a) != exact_key(b)
+    assert exact_key(a) == exact_key(a) and exact_key(b) == exact_key(b)
+
+
 @given(pairs())
 def test_equality_and_keys_agree_with_the_reference(pair: tuple[Value, Value]) -> None:
     a, b = pair
