@@ -288,20 +288,23 @@ class Turn:
         return ref.entity.inline and ref.actor is self.actor
 
     def publish_untracked(self, ref: Ref, value: Value) -> Handle:
-        """Assert ``value`` at ``ref``, an inline entity of this actor, at once, without the
-        actor tracking the handle: the caller retracts it (:meth:`retract_untracked`), also
-        when the caller's facet stops (a stop action), since the actor will not.
+        """Assert ``value`` at ``ref``, an entity of this actor, without the actor tracking the
+        handle: the caller retracts it (:meth:`retract_untracked`), also when the caller's
+        facet stops (a stop action), since the actor will not. An inline entity hears it at
+        once, any other with the turn's other events. If the actor crashes, its own entities
+        die with it, so nothing is left asserted elsewhere.
 
-        A dataspace shows the rule steps observing it their captures this way: it keeps each
-        one's handle anyway, and the actor's tables (a tuple, an int and four table entries per
-        handle) were a quarter of a node's handles per assertion."""
+        A dataspace shows the rule steps observing it their captures this way, and an
+        assertion relay re-asserts into its own node's fragment this way (each keeps the
+        handles anyway): the actor's tables (a tuple, an int and four table entries per
+        handle) were a quarter of a node's handles per assertion each."""
         handle = next(self.scheduler._handles)
-        self._run_inline(ref, (_PUBLISH, ref, value, handle))
+        self._send(ref, (_PUBLISH, ref, value, handle))
         return handle
 
     def retract_untracked(self, ref: Ref, handle: Handle) -> None:
         """Withdraw what :meth:`publish_untracked` asserted at ``ref`` under ``handle``."""
-        self._run_inline(ref, (_RETRACT, ref, None, handle))
+        self._send(ref, (_RETRACT, ref, None, handle))
 
     def message(self, ref: Ref, value: Value) -> None:
         """Send ``value`` to ``ref`` as a message (delivered once, never retained).

@@ -92,6 +92,12 @@ class RelayEntity(Entity):
 
     Messages go through ``message_transform`` (by default the same ``transform``). A rule
     step: events from its own actor run inline (:attr:`feds.actor.Entity.inline`).
+
+    Made by :func:`relay` or :func:`relay_object`, it publishes an assertion into an entity of
+    its own actor (a node's fragment) untracked (:meth:`feds.actor.Turn.publish_untracked`):
+    it keeps that handle anyway, and withdraws what it holds when its facet stops
+    (:meth:`withdraw`, a stop action those register), as the actor would have. One made
+    otherwise has no such stop action, and lets the actor track everything.
     """
 
     inline = True
@@ -104,21 +110,47 @@ class RelayEntity(Entity):
         self.transform = transform
         self.message_transform = transform if message_transform is None else message_transform
         self.handles: dict[Handle, Handle] = {}
+        """Tracked: each captures handle → the handle of what it became in another actor."""
+        self.local: dict[Handle, tuple[Ref, Handle]] = {}
+        """Untracked: each captures handle → the entity of this actor and the handle there."""
+        self.withdraws = False
+        """Whether its facet's stop action withdraws what it asserted untracked."""
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
         out = self.transform(captures)
         if out is not None:
-            self.handles[handle] = turn.publish(out[0], out[1])
+            target = out[0]
+            if self.withdraws and target.actor is turn.actor:
+                self.local[handle] = (target, turn.publish_untracked(target, out[1]))
+            else:
+                self.handles[handle] = turn.publish(target, out[1])
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
         mine = self.handles.pop(handle, None)
         if mine is not None:
             turn.retract(mine)
+            return
+        local = self.local.pop(handle, None)
+        if local is not None:
+            turn.retract_untracked(*local)
 
     def on_message(self, turn: Turn, captures: Value) -> None:
         out = self.message_transform(captures)
         if out is not None:
             turn.message(out[0], out[1])
+
+    def withdraw(self, turn: Turn) -> None:
+        """Its facet stopped: retract what it asserted untracked (the actor retracts the rest)."""
+        for target, mine in self.local.values():
+            turn.retract_untracked(target, mine)
+        self.local.clear()
+
+
+def _relay_entity(turn: Turn, entity: RelayEntity) -> Ref:
+    """A ref to ``entity`` in the current facet, which withdraws it when the facet stops."""
+    turn.on_stop(entity.withdraw)
+    entity.withdraws = True
+    return turn.ref(entity)
 
 
 def relay(
@@ -135,7 +167,8 @@ def relay(
     ``messages``, if given, replaces ``transform`` for matches that are messages (e.g.
     :func:`feds.protocols.ignore` for a rule about assertions only).
     """
-    return _install(turn, ds, pattern, RelayEntity(transform, messages))
+    entity = RelayEntity(transform, messages)
+    return turn.publish(ds, observe(pattern_value(pattern), _relay_entity(turn, entity)))
 
 
 def relay_object(turn: Turn, transform: Callable[[Value], Relayed]) -> Ref:
@@ -144,4 +177,4 @@ def relay_object(turn: Turn, transform: Callable[[Value], Relayed]) -> Ref:
     Whatever is asserted at (or sent to) the returned ref becomes ``transform(value)`` — a
     ``(target, value)`` pair, or ``None`` to drop it — for as long as the original lasts.
     """
-    return turn.ref(RelayEntity(transform))
+    return _relay_entity(turn, RelayEntity(transform))

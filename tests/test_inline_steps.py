@@ -192,3 +192,32 @@ def test_a_stopped_dataspace_withdraws_what_its_inline_rule_steps_were_shown() -
     assert seen.live == {}
     gone = [value for kind, value in seen.events if kind == "-"]
     assert len(gone) == 2 and set(gone) == {record("seen", 1), record("seen", 2)}
+
+
+def test_a_relay_withdraws_what_it_asserted_in_its_own_actor_when_its_facet_stops() -> None:
+    """A relay re-asserts into a dataspace of its own actor without a handle the actor tracks
+    (``Turn.publish_untracked``); when the relay's facet stops, what it asserted there must go
+    all the same, in that turn, and the actor holds no handle for it at any time."""
+    sched = Scheduler()
+    seen = Recorder()
+    facets: dict[str, Facet] = {}
+
+    def boot(t: Turn) -> None:
+        ds = t.ref(Dataspace())
+        relay(t, ds, rec_group(Symbol("b"), [bind()]), lambda c: (t.ref(seen), c[0]))
+
+        def forward(f: Turn) -> None:
+            relay(f, ds, rec_group(A, [bind()]), lambda c: (ds, record("b", c[0])))
+
+        facets["relay"] = t.new_facet(forward)
+        t.publish(ds, record("a", 1))
+        t.publish(ds, record("a", 2))
+
+    actor = sched.spawn(boot)
+    sched.run_until_idle()
+    assert set(seen.live.values()) == {1, 2}
+    assert len(facets["relay"].outbound) == 1  # its Observe, not what it relayed
+    sched.enqueue(actor, actor.root, lambda t: t.stop(facets["relay"]))
+    sched.run_until_idle()
+    assert seen.live == {}
+    assert sorted(value for kind, value in seen.events if kind == "-") == [1, 2]
