@@ -25,22 +25,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feds.client import Observation, connect
+from benchmarks.retraction import CHAIN, wait_count
+from feds.client import connect
 from feds.runtime import Overlay, run_overlay
 from feds.topology import load
 from feds.values import record
-
-CHAIN = Path(__file__).resolve().parent.parent / "topology" / "chain3.toml"
-TIMEOUT = 600.0
-
-
-async def wait_for(observation: Observation, kind: str, want: int) -> None:
-    """Read events until ``want`` of ``kind`` (``+`` or ``-``) have arrived."""
-    seen = 0
-    while seen < want:
-        event = await observation.next(timeout=TIMEOUT)
-        if event[0] == kind:
-            seen += 1
 
 
 async def one_run(overlay: Overlay, publisher_at: str, first: int, n: int) -> tuple[float, float]:
@@ -54,10 +43,10 @@ async def one_run(overlay: Overlay, publisher_at: str, first: int, n: int) -> tu
         values = [record("bench", first + i, f"row-{i}", i / 2) for i in range(n)]
         start = time.process_time()
         handles = publisher.publish_many(values)
-        await wait_for(rows, "+", n)
+        await wait_count(rows, n, "+")
         asserted = time.process_time()
         publisher.retract_many(handles)
-        await wait_for(rows, "-", n)
+        await wait_count(rows, n, "-")
         retracted = time.process_time()
     return 1e6 * (asserted - start) / n, 1e6 * (retracted - asserted) / n
 
