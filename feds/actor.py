@@ -373,7 +373,8 @@ class Turn:
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once this turn's effects are committed (never if the turn fails).
 
-        The relay uses this to write one packet per turn. Callbacks run in registration order.
+        The relay uses this to mark a turn's events ready to send. Callbacks run in
+        registration order.
         """
         if self._commits is None:
             self._commits = [callback]

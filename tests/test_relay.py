@@ -178,6 +178,97 @@ def test_several_events_of_one_turn_cross_as_one_packet() -> None:
     assert [v for _, v in link.recorder.events] == [1, 2, 3]
 
 
+def run_turns(link: Link, actor: Actor, *actions: Callable[[Turn], None]) -> int:
+    """Run ``actions`` as turns of ``actor`` with no byte moving between them, deliver what
+    they sent and settle; return how many packets that was."""
+    for action in actions:
+        act(link.client_sched, action, actor)
+    link.client_sched.run_until_idle()
+    data = link.client.data_to_send()
+    link.server.receive(data)
+    link.settle()
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(data)
+    return len(list(frames))
+
+
+def test_the_turns_of_one_run_cross_as_one_packet_in_order() -> None:
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: None)
+    before_in = link.server.stats.packets_in
+    packets = run_turns(
+        link,
+        actor,
+        lambda t: held.append(t.publish(link.proxy, 1)),
+        lambda t: t.message(link.proxy, 2),
+        lambda t: t.retract(held[0]),
+        lambda t: t.message(link.proxy, 3),  # after a retraction: a packet of its own
+    )
+    assert packets == 2 and link.server.stats.packets_in - before_in == 2
+    assert link.recorder.events == [("+", 1), ("!", 2), ("-", 1), ("!", 3)]
+
+
+def test_a_retraction_and_reassertion_in_two_turns_stay_visible() -> None:
+    """Joined, the far side would apply the retraction after the new assertion (adds before
+    removes) and its observers would see nothing change: the turns cross as two packets."""
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.append(t.publish(link.proxy, "x")))
+    packets = run_turns(
+        link,
+        actor,
+        lambda t: t.retract(held[0]),
+        lambda t: held.append(t.publish(link.proxy, "x")),
+    )
+    assert packets == 2
+    assert link.recorder.events == [("+", "x"), ("-", "x"), ("+", "x")]
+
+
+def test_retractions_after_retractions_join_one_packet() -> None:
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.extend(t.publish(link.proxy, v) for v in "ab"))
+    packets = run_turns(
+        link,
+        actor,
+        lambda t: t.retract(held[0]),
+        lambda t: t.retract(held[1]),
+        lambda t: t.publish(link.proxy, "c"),
+    )
+    assert packets == 2
+    assert link.recorder.events[2:] == [("-", "a"), ("-", "b"), ("+", "c")]
+
+
+def test_a_turn_still_running_is_not_sent_in_part() -> None:
+    """A turn of the relay actor left open by ``max_events`` (a driver serving I/O in the
+    middle of a big turn) may yet fail: only the turns committed before it are sent."""
+    link = Link()
+    sched = link.client_sched
+    act(sched, lambda t: t.message(link.proxy, "first"))
+    act(sched, lambda t: [t.message(link.proxy, i) for i in range(10)])
+    sched.run_until_idle(max_events=2 + 1 + 4)  # both actions, "first", 4 of the 10
+    assert not sched.idle()
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(link.client.data_to_send())
+    assert [[e.fields[0] for _, e in p.fields[0]] for p in frames] == [["first"]]
+    sched.run_until_idle()
+    frames.feed(link.client.data_to_send())
+    assert [[e.fields[0] for _, e in p.fields[0]] for p in frames] == [list(range(10))]
+
+
+def test_closing_sends_what_committed_turns_sent_before_the_error() -> None:
+    link = Link()
+    act(link.client_sched, lambda t: t.message(link.proxy, "last words"))
+    link.client_sched.run_until_idle()
+    link.client.close("done")
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(link.client.data_to_send())
+    packets = list(frames)
+    assert [p.label.name for p in packets] == ["turn", "error"]
+    assert packets[0].fields[0][0][1] == record("message", "last words")
+
+
 def test_adds_before_removes_across_the_wire() -> None:
     link = Link()
     held: list[Handle] = []
