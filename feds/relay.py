@@ -49,7 +49,16 @@ from typing import Final
 
 import msgpack
 
-from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds import actor as actors
+from feds.actor import (
+    Actor,
+    Entity,
+    Handle,
+    Ref,
+    Scheduler,
+    Turn,
+    adds_before_removes,
+)
 from feds.auth import NONCE_SIZE, Secrets, new_nonce, proof, proofs_match
 from feds.codec import (
     DEFAULT_LIMITS,
@@ -546,6 +555,7 @@ class Relay:
         self.on_output = on_output
         self.actor = Actor(scheduler, f"relay {name}")
         self.actor.exit_hooks.append(self._actor_exited)
+        self.actor.sink = self.take
         credentials = dict(auth or {})
         if self._nonce is not None:
             credentials["nonce"] = self._nonce
@@ -935,13 +945,13 @@ class Relay:
 
     # -- outgoing events (from proxies, in turns of the relay actor) ------------------------------
 
-    def _send_assert(self, turn: Turn, oid: int, value: Value, handle: Handle) -> None:
+    def _send_assert(self, turn: Turn | None, oid: int, value: Value, handle: Handle) -> None:
         if self.closed:
             return
         entries = self._emit(turn, oid, [_ASSERT_HEAD, value, handle])
         self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
 
-    def _send_retract(self, turn: Turn, handle: Handle) -> None:
+    def _send_retract(self, turn: Turn | None, handle: Handle) -> None:
         if self.closed:
             return
         held = self._outbound.pop(handle, _DROPPED)
@@ -951,14 +961,14 @@ class Relay:
         self._emit(turn, oid, [_RETRACT_HEAD, handle], self._removals)
         self._membrane.release(entries)
 
-    def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
+    def _send_message(self, turn: Turn | None, oid: int, value: Value) -> None:
         if self.closed:
             return
         entries = self._emit(turn, oid, [_MESSAGE_HEAD, value])
         if entries:
             self._transient.extend(entries)
 
-    def _send_sync(self, turn: Turn, oid: int, peer: Ref) -> None:
+    def _send_sync(self, turn: Turn | None, oid: int, peer: Ref) -> None:
         if self.closed:
             return
         entries = self._emit(turn, oid, [_SYNC_HEAD, peer])
@@ -971,10 +981,11 @@ class Relay:
             self._transient.append(entry)
 
     def _emit(
-        self, turn: Turn, oid: int, event: list, into: list[bytes] | None = None
+        self, turn: Turn | None, oid: int, event: list, into: list[bytes] | None = None
     ) -> list[_Entry] | None:
-        """Encode one event into the current turn's packet (``into``: a list of the turn's
-        events other than ``_events``); None if it cannot be sent.
+        """Encode one event into the packet being gathered (``into``: a list of its events
+        other than ``_events``); None if it cannot be sent. ``turn``: the relay actor's turn
+        sending it, or None for a batch taken at its sender's commit (:meth:`take`).
 
         ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
         as the event's record without making one.
@@ -1002,6 +1013,52 @@ class Relay:
             self._events.append(data)
         return membrane.lifted
 
+    # -- outgoing events at their sender's commit -----------------------------------------------
+
+    def take(self, batch: list[tuple]) -> bool:
+        """The relay actor's :attr:`~feds.actor.Actor.sink`: send a batch of events for proxies
+        at once, at the commit of the turn that sent it, instead of in a turn of the relay
+        actor. That turn would only have called the proxies, which only encode: this does the
+        same, in the same order (adds before removes, as a turn would take them), and what it
+        encodes joins the packet being gathered as that turn's would. The scheduler offers a
+        batch only when no earlier one waits for the relay actor, so nothing is overtaken.
+
+        A batch holding anything but proxies (a sync's reply entity), or more events than one
+        packet, is left to a turn (False): the scheduler may run a big one in slices. If
+        encoding raises, the relay actor crashes as its turn would have, sending none of it.
+        """
+        if len(batch) > TURN_PACKET_EVENTS:
+            return False
+        for event in batch:
+            if event[1].entity.__class__ is not _Proxy:
+                return False
+        if self.closed:  # its proxies drop everything
+            return True
+        self._flush_turn = None  # what was gathered so far is committed
+        self._mark = len(self._events)
+        self._mark_removals = removals = len(self._removals)
+        self._after_removals = removals > 0
+        if len(batch) > 1:
+            batch = adds_before_removes(batch)
+        self.actor.work += len(batch)
+        message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
+        try:
+            for kind, ref, payload, handle in batch:
+                if kind == message:
+                    self._send_message(None, ref.entity.oid, payload)
+                elif kind == publish:
+                    self._send_assert(None, ref.entity.oid, payload, handle)
+                elif kind == retract:
+                    self._send_retract(None, handle)
+                else:
+                    self._send_sync(None, ref.entity.oid, payload)
+            self._flush()
+        except Exception as exc:  # as a crash of the turn: nothing of it is sent
+            del self._events[self._mark :]
+            del self._removals[self._mark_removals :]
+            self.scheduler._crash(self.actor, exc)
+        return True
+
     # -- packets: one per run of turns -------------------------------------------------------------
 
     def _touch(self, turn: Turn) -> None:
@@ -1009,7 +1066,7 @@ class Relay:
         if self._flush_turn is not turn:
             self._flush_turn = turn
             turn.on_commit(self._flush)
-            self._mark = len(self._events)
+            self._mark = len(self._events)  # where its events begin
             self._mark_removals = removals = len(self._removals)
             self._after_removals = removals > 0
 
