@@ -50,15 +50,7 @@ from typing import Final
 import msgpack
 
 from feds import actor as actors
-from feds.actor import (
-    Actor,
-    Entity,
-    Handle,
-    Ref,
-    Scheduler,
-    Turn,
-    adds_before_removes,
-)
+from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
 from feds.auth import NONCE_SIZE, Secrets, new_nonce, proof, proofs_match
 from feds.codec import (
     DEFAULT_LIMITS,
@@ -1039,7 +1031,7 @@ class Relay:
         self._mark_removals = removals = len(self._removals)
         self._after_removals = removals > 0
         if len(batch) > 1:
-            batch = adds_before_removes(batch)
+            batch = actors.adds_before_removes(batch)
         self.actor.work += len(batch)
         message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
         try:
