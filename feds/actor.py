@@ -42,7 +42,8 @@ TurnAction = Callable[["Turn"], "Iterator[int] | None"]
 ``yield n`` says it did ``n`` more events' worth and may be paused there
 (:meth:`Scheduler.run_until_idle`)."""
 
-_PUBLISH, _MESSAGE, _SYNC, _RETRACT = 0, 1, 2, 3
+PUBLISH, MESSAGE, SYNC, RETRACT = 0, 1, 2, 3
+"""The kinds of event in a batch: each event is ``(kind, ref, payload, handle)``."""
 _UNBOUNDED = 1 << 62
 
 
@@ -151,6 +152,18 @@ class Actor:
         self.exit_hooks: list[Callable[[Actor], None]] = []
         self.work = 0
         """Events delivered to this actor, not counting sync traffic (see :meth:`Turn.sync`)."""
+        self.sink: Callable[[list[tuple]], bool] | None = None
+        """If set, offered each batch sent to this actor at the sending turn's commit, unless an
+        earlier batch for it waits in the queue: it returns True if it has handled the batch
+        (then no turn of this actor runs for it), False to have it queued. (A turn of it left
+        open by ``max_events`` is always finished before any other turn runs, so none commits
+        meanwhile.)
+
+        A relay's actor has one: forwarding events to the far side is all its proxies do, and
+        doing it at once spares a turn per crossing, with the order unchanged (see
+        :meth:`feds.relay.Relay.take`)."""
+        self.queued = 0
+        """Batches queued for this actor whose turn has not begun."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -159,9 +172,13 @@ class Actor:
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
     """Queue a turn's ``batch`` for ``target``: next if ``actor`` sent it to its own prompt
     entities (:attr:`Entity.prompt`), else behind everything queued."""
+    sink = target.sink
+    if sink is not None and not target.queued and sink(batch):
+        return
+    target.queued += 1
     if target is actor:
         for kind, ref, _payload, _handle in batch:
-            if kind == _SYNC or not ref.entity.prompt:
+            if kind == SYNC or not ref.entity.prompt:
                 break
         else:
             queue.appendleft((target, None, batch))
@@ -233,10 +250,10 @@ class Turn:
         entity = ref.entity
         saved = self.facet
         self.facet = facet
-        if kind == _PUBLISH:
+        if kind == PUBLISH:
             self.actor.work += 1
             entity.on_publish(self, payload, handle)
-        elif kind == _RETRACT:
+        elif kind == RETRACT:
             self.actor.work += 1
             entity.on_retract(self, handle)
         else:
@@ -257,7 +274,7 @@ class Turn:
             self._new = {handle: (self.facet, ref)}
         else:
             self._new[handle] = (self.facet, ref)
-        self._send(ref, (_PUBLISH, ref, value, handle))
+        self._send(ref, (PUBLISH, ref, value, handle))
         return handle
 
     def retract(self, handle: Handle) -> None:
@@ -274,7 +291,7 @@ class Turn:
             else:
                 self._gone[handle] = None
         ref = entry[1]
-        self._send(ref, (_RETRACT, ref, None, handle))
+        self._send(ref, (RETRACT, ref, None, handle))
 
     def replace(self, ref: Ref, handle: Handle | None, value: Value | None) -> Handle | None:
         """Assert ``value`` (unless None) and retract ``handle`` (unless None), glitch-free."""
@@ -299,12 +316,12 @@ class Turn:
         handles anyway): the actor's tables (a tuple, an int and four table entries per
         handle) were a quarter of a node's handles per assertion each."""
         handle = next(self.scheduler._handles)
-        self._send(ref, (_PUBLISH, ref, value, handle))
+        self._send(ref, (PUBLISH, ref, value, handle))
         return handle
 
     def retract_untracked(self, ref: Ref, handle: Handle) -> None:
         """Withdraw what :meth:`publish_untracked` asserted at ``ref`` under ``handle``."""
-        self._send(ref, (_RETRACT, ref, None, handle))
+        self._send(ref, (RETRACT, ref, None, handle))
 
     def message(self, ref: Ref, value: Value) -> None:
         """Send ``value`` to ``ref`` as a message (delivered once, never retained).
@@ -314,7 +331,7 @@ class Turn:
         and the two calls that would take: most messages inside a node go to rule steps."""
         target = ref.actor
         if target is self._target and target is not self.actor:  # one more for that batch
-            self._batch.append((_MESSAGE, ref, value, None))  # type: ignore[union-attr]
+            self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
         elif target is self.actor and ref.entity.inline:
             facet = ref.facet
             if facet.alive:
@@ -324,12 +341,12 @@ class Turn:
                 ref.entity.on_message(self, value)
                 self.facet = saved
         else:
-            self._send(ref, (_MESSAGE, ref, value, None))
+            self._send(ref, (MESSAGE, ref, value, None))
 
     def sync(self, ref: Ref, callback: TurnAction) -> None:
         """Run ``callback`` in a later turn, after ``ref`` has processed every earlier event."""
         peer = self.ref(_SyncReply(callback))
-        self._send(ref, (_SYNC, ref, peer, None))
+        self._send(ref, (SYNC, ref, peer, None))
 
     def ref(self, entity: Entity) -> Ref:
         """A reference to ``entity``, living in the current facet."""
@@ -373,7 +390,8 @@ class Turn:
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once this turn's effects are committed (never if the turn fails).
 
-        The relay uses this to write one packet per turn. Callbacks run in registration order.
+        The relay uses this to mark a turn's events ready to send. Callbacks run in
+        registration order.
         """
         if self._commits is None:
             self._commits = [callback]
@@ -465,15 +483,15 @@ class _SyncReply(Entity):
             self.callback(turn)
 
 
-def _adds_before_removes(batch: list[tuple]) -> list[tuple]:
+def adds_before_removes(batch: list[tuple]) -> list[tuple]:
     """``batch`` with its retractions moved after everything else, each part kept in order.
 
     A batch of only retractions or without any is returned as it is.
     """
-    removes = [event for event in batch if event[0] == _RETRACT]
+    removes = [event for event in batch if event[0] == RETRACT]
     if not removes or len(removes) == len(batch):
         return batch
-    return [event for event in batch if event[0] != _RETRACT] + removes
+    return [event for event in batch if event[0] != RETRACT] + removes
 
 
 class Scheduler:
@@ -505,6 +523,7 @@ class Scheduler:
 
     def deliver(self, actor: Actor, batch: list[tuple]) -> None:
         """Queue one turn's worth of events for ``actor`` (called at commit)."""
+        actor.queued += 1
         self._push((actor, None, batch))
 
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
@@ -551,6 +570,7 @@ class Scheduler:
                 continue
             ran += 1
             if facet is None:
+                actor.queued -= 1
                 room -= run_batch(actor, work, room)
             elif facet.alive:
                 room -= self._run_action(actor, facet, work, room)
@@ -593,7 +613,7 @@ class Scheduler:
         events of it (the rest is left open, see :meth:`run_until_idle`); return how many."""
         if turn is None:
             if len(batch) > 1:
-                batch = _adds_before_removes(batch)
+                batch = adds_before_removes(batch)
             turn = Turn(actor.root)
         end = len(batch)
         events: Iterable[tuple] = batch
@@ -606,15 +626,15 @@ class Scheduler:
                 if not facet.alive:
                     continue
                 turn.facet = facet
-                if kind == _PUBLISH:
+                if kind == PUBLISH:
                     actor.work += 1
                     ref.entity.on_publish(turn, payload, handle)
-                elif kind == _MESSAGE:
+                elif kind == MESSAGE:
                     entity = ref.entity
                     if entity.__class__ is not _SyncReply:
                         actor.work += 1
                     entity.on_message(turn, payload)
-                elif kind == _RETRACT:
+                elif kind == RETRACT:
                     actor.work += 1
                     ref.entity.on_retract(turn, handle)
                 else:
@@ -644,7 +664,7 @@ class Scheduler:
             stack.extend(facet.children)
         batches: dict[Actor, list[tuple]] = {}
         for handle, (_facet, ref) in actor.outbound.items():
-            batches.setdefault(ref.actor, []).append((_RETRACT, ref, None, handle))
+            batches.setdefault(ref.actor, []).append((RETRACT, ref, None, handle))
         actor.outbound.clear()
         actor.alive = False
         for target, batch in batches.items():

@@ -18,9 +18,14 @@ Both ends count the same assertions, so they free the same oids once the link is
 never reused, so a late event for a freed oid is recognised and dropped, not confused with a new
 object; an oid that was never allocated is a protocol error.
 
-Events are buffered while a turn of the relay actor runs and written as one ``<turn ...>``
-packet when it commits (:meth:`feds.actor.Turn.on_commit`): one local turn's events for the far
-side cross as one packet and are applied there as one turn.
+Events are buffered as the relay actor's turns run and written as one ``<turn ...>`` packet
+when the transport takes the bytes (:meth:`Relay.data_to_send`): the turns a run of the
+scheduler made for the far side cross as one packet, applied there as one turn, so that a
+burst costs one packet, one decode call and one turn per hop rather than one per event. Turns
+are joined only where that changes nothing the far side can see: it applies a packet's
+retractions after the rest, so a turn that asserts, sends or syncs after a turn with
+retractions starts a new packet; retractions after retractions, and anything after a turn
+without any, keep their order in one packet (see :meth:`Relay._emit`).
 
 From protocol version 2, each direction of a connection has a value cache (:mod:`feds.codec`):
 a record the node interned, such as a subscription pattern, crosses in full once, then as a
@@ -44,6 +49,7 @@ from typing import Final
 
 import msgpack
 
+from feds import actor as actors
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
 from feds.auth import NONCE_SIZE, Secrets, new_nonce, proof, proofs_match
 from feds.codec import (
@@ -541,6 +547,7 @@ class Relay:
         self.on_output = on_output
         self.actor = Actor(scheduler, f"relay {name}")
         self.actor.exit_hooks.append(self._actor_exited)
+        self.actor.sink = self.take
         credentials = dict(auth or {})
         if self._nonce is not None:
             credentials["nonce"] = self._nonce
@@ -567,8 +574,11 @@ class Relay:
         self._inbound: dict[int, object] = {}  # far handle -> (local handle, entries) | _DROPPED
         self._outbound: dict[Handle, object] = {}  # our handle -> (oid, entries) | _DROPPED
         self._sync_pins: dict[int, int] = {}  # exported oid -> syncs awaiting their answer
-        self._events: list[bytes] = []  # encoded events of the current turn
+        self._events: list[bytes] = []  # encoded events of the packet being gathered
         self._removals: list[bytes] = []  # its retractions, sent after the rest
+        self._mark = 0  # where the events of the turn emitting now begin in _events
+        self._mark_removals = 0  # and in _removals
+        self._after_removals = False  # whether _removals holds an earlier turn's retractions
         self._applying = 0  # turns of received events queued and not yet applied
         self._goodbye: str | None = None  # the far side's closing reason, once it said it
         self._transient: list[_Entry] = []  # entries held until the current turn commits
@@ -610,14 +620,17 @@ class Relay:
             self._fail(f"internal error: {e!r}")
 
     def data_to_send(self) -> bytes:
-        """Take every byte waiting to be written to the transport."""
+        """Take every byte waiting to be written to the transport (with the packet of the
+        turns run since the last call)."""
+        if self._events or self._removals:
+            self._seal()
         data = bytes(self._output)
         self._output.clear()
         return data
 
     @property
     def has_output(self) -> bool:
-        return bool(self._output)
+        return bool(self._output or self._events or self._removals)
 
     @property
     def partial_input(self) -> int:
@@ -924,13 +937,13 @@ class Relay:
 
     # -- outgoing events (from proxies, in turns of the relay actor) ------------------------------
 
-    def _send_assert(self, turn: Turn, oid: int, value: Value, handle: Handle) -> None:
+    def _send_assert(self, turn: Turn | None, oid: int, value: Value, handle: Handle) -> None:
         if self.closed:
             return
         entries = self._emit(turn, oid, [_ASSERT_HEAD, value, handle])
         self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
 
-    def _send_retract(self, turn: Turn, handle: Handle) -> None:
+    def _send_retract(self, turn: Turn | None, handle: Handle) -> None:
         if self.closed:
             return
         held = self._outbound.pop(handle, _DROPPED)
@@ -940,14 +953,14 @@ class Relay:
         self._emit(turn, oid, [_RETRACT_HEAD, handle], self._removals)
         self._membrane.release(entries)
 
-    def _send_message(self, turn: Turn, oid: int, value: Value) -> None:
+    def _send_message(self, turn: Turn | None, oid: int, value: Value) -> None:
         if self.closed:
             return
         entries = self._emit(turn, oid, [_MESSAGE_HEAD, value])
         if entries:
             self._transient.extend(entries)
 
-    def _send_sync(self, turn: Turn, oid: int, peer: Ref) -> None:
+    def _send_sync(self, turn: Turn | None, oid: int, peer: Ref) -> None:
         if self.closed:
             return
         entries = self._emit(turn, oid, [_SYNC_HEAD, peer])
@@ -960,10 +973,11 @@ class Relay:
             self._transient.append(entry)
 
     def _emit(
-        self, turn: Turn, oid: int, event: list, into: list[bytes] | None = None
+        self, turn: Turn | None, oid: int, event: list, into: list[bytes] | None = None
     ) -> list[_Entry] | None:
-        """Encode one event into the current turn's packet (``into``: a list of the turn's
-        events other than ``_events``); None if it cannot be sent.
+        """Encode one event into the packet being gathered (``into``: a list of its events
+        other than ``_events``); None if it cannot be sent. ``turn``: the relay actor's turn
+        sending it, or None for a batch taken at its sender's commit (:meth:`take`).
 
         ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
         as the event's record without making one.
@@ -983,27 +997,78 @@ class Relay:
             if self.on_drop is not None:
                 self.on_drop(f"{name} not sent: {e}")
             return None
-        (self._events if into is None else into).append(data)
+        if into is not None:
+            into.append(data)
+        else:
+            if self._after_removals:  # the far side would apply those after this: not joined
+                self._seal()  # the earlier turns' packet
+            self._events.append(data)
         return membrane.lifted
 
-    # -- turn commit: one packet per turn ---------------------------------------------------------
+    # -- outgoing events at their sender's commit -----------------------------------------------
+
+    def take(self, batch: list[tuple]) -> bool:
+        """The relay actor's :attr:`~feds.actor.Actor.sink`: send a batch of events for proxies
+        at once, at the commit of the turn that sent it, instead of in a turn of the relay
+        actor. That turn would only have called the proxies, which only encode: this does the
+        same, in the same order (adds before removes, as a turn would take them), and what it
+        encodes joins the packet being gathered as that turn's would. The scheduler offers a
+        batch only when no earlier one waits for the relay actor, so nothing is overtaken.
+
+        A batch holding anything but proxies (a sync's reply entity), or more events than one
+        packet, is left to a turn (False): the scheduler may run a big one in slices. If
+        encoding raises, the relay actor crashes as its turn would have, sending none of it.
+        """
+        if len(batch) > TURN_PACKET_EVENTS:
+            return False
+        for event in batch:
+            if event[1].entity.__class__ is not _Proxy:
+                return False
+        if self.closed:  # its proxies drop everything
+            return True
+        self._flush_turn = None  # what was gathered so far is committed
+        self._mark = len(self._events)
+        self._mark_removals = removals = len(self._removals)
+        self._after_removals = removals > 0
+        if len(batch) > 1:
+            batch = actors.adds_before_removes(batch)
+        self.actor.work += len(batch)
+        message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
+        try:
+            for kind, ref, payload, handle in batch:
+                if kind == message:
+                    self._send_message(None, ref.entity.oid, payload)
+                elif kind == publish:
+                    self._send_assert(None, ref.entity.oid, payload, handle)
+                elif kind == retract:
+                    self._send_retract(None, handle)
+                else:
+                    self._send_sync(None, ref.entity.oid, payload)
+            self._flush()
+        except Exception as exc:  # as a crash of the turn: nothing of it is sent
+            del self._events[self._mark :]
+            del self._removals[self._mark_removals :]
+            self.scheduler._crash(self.actor, exc)
+        return True
+
+    # -- packets: one per run of turns -------------------------------------------------------------
 
     def _touch(self, turn: Turn) -> None:
         """Make sure the current turn flushes (and frees unused oids) when it commits."""
         if self._flush_turn is not turn:
             self._flush_turn = turn
             turn.on_commit(self._flush)
+            self._mark = len(self._events)  # where its events begin
+            self._mark_removals = removals = len(self._removals)
+            self._after_removals = removals > 0
 
     def _flush(self) -> None:
+        """The turn commits: tell the transport a packet is waiting, free what it left unused."""
         self._flush_turn = None
         if self.closed:
             return
-        if self._removals:  # last, as the far side applies them (so also when a turn is split)
-            self._events += self._removals
-            self._removals = []
-        if self._events:
-            self._write_turns(self._events)
-            self._events = []
+        if (self._events or self._removals) and self.on_output is not None:
+            self.on_output()
         membrane = self._membrane
         if self._transient:
             membrane.release(self._transient)
@@ -1011,10 +1076,28 @@ class Relay:
         if membrane.dirty:
             membrane.collect()
 
+    def _seal(self) -> None:
+        """Write the packet of the turns committed so far (not of one still running, which
+        may yet fail), its retractions last as the far side applies them, so also when it is
+        split."""
+        if self._flush_turn is None:
+            events, removals = self._events, self._removals
+            self._events, self._removals = [], []
+        else:
+            cut, cut_removals = self._mark, self._mark_removals
+            events, self._events = self._events[:cut], self._events[cut:]
+            removals, self._removals = self._removals[:cut_removals], self._removals[cut_removals:]
+        self._mark = self._mark_removals = 0
+        self._after_removals = False
+        if removals:
+            events += removals
+        if events:
+            self._write_turns(events)
+
     def _write_turns(self, events: list[bytes]) -> None:
         """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the frame
-        size limit or :data:`TURN_PACKET_EVENTS`. The retractions come last (:meth:`_flush`),
-        so a split turn never shows the far side a gap that the whole turn would not."""
+        size limit or :data:`TURN_PACKET_EVENTS`. The retractions come last (:meth:`_seal`),
+        so a split packet never shows the far side a gap that the whole one would not."""
         limit = self.limits.max_frame_size - _TURN_OVERHEAD
         count = len(events)
         if count == 1 or (count <= TURN_PACKET_EVENTS and sum(map(len, events)) <= limit):
@@ -1032,12 +1115,15 @@ class Relay:
         header = self._packer.pack_array_header(len(events))
         size = len(_TURN_PREFIX) + len(header) + sum(map(len, events))
         self.stats.events_out += len(events)
-        self._write(b"".join([size.to_bytes(4, "big"), _TURN_PREFIX, header, *events]))
+        self._add_output(b"".join([size.to_bytes(4, "big"), _TURN_PREFIX, header, *events]))
 
-    def _write(self, frame: bytes) -> None:
+    def _add_output(self, frame: bytes) -> None:
         self._output += frame
         self.stats.packets_out += 1
         self.stats.bytes_out += len(frame)
+
+    def _write(self, frame: bytes) -> None:
+        self._add_output(frame)
         if self.on_output is not None:
             self.on_output()
 
@@ -1052,6 +1138,8 @@ class Relay:
             return
         self.closed = True
         self.close_reason = reason
+        if self._events or self._removals:  # what committed turns sent goes before the error
+            self._seal()
         if notify:
             self._send_error(reason, detail)
         self._events.clear()

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from feds.actor import (
-    _MESSAGE,
-    _PUBLISH,
-    _RETRACT,
+    MESSAGE,
+    PUBLISH,
+    RETRACT,
     Entity,
     Handle,
     Ref,
     Scheduler,
     Turn,
-    _adds_before_removes,
+    adds_before_removes,
 )
 from feds.values import Value
 from tests.recording import Recorder
@@ -251,12 +251,12 @@ def test_one_batch_runs_in_one_turn_adds_in_order_then_removes_in_order() -> Non
 
 
 def test_a_batch_without_adds_or_without_removes_is_not_copied() -> None:
-    adds = [(_PUBLISH, None, 1, 1), (_MESSAGE, None, 2, None)]
-    removes = [(_RETRACT, None, None, 1), (_RETRACT, None, None, 2)]
+    adds = [(PUBLISH, None, 1, 1), (MESSAGE, None, 2, None)]
+    removes = [(RETRACT, None, None, 1), (RETRACT, None, None, 2)]
     for batch in (adds[:1], adds, removes):
-        assert _adds_before_removes(batch) is batch
-    assert _adds_before_removes(removes + adds) == adds + removes
-    assert _adds_before_removes(adds + removes) == adds + removes
+        assert adds_before_removes(batch) is batch
+    assert adds_before_removes(removes + adds) == adds + removes
+    assert adds_before_removes(adds + removes) == adds + removes
 
 
 def test_work_wakes_the_driver_once_when_queued_into_an_idle_queue() -> None:

@@ -178,6 +178,148 @@ def test_several_events_of_one_turn_cross_as_one_packet() -> None:
     assert [v for _, v in link.recorder.events] == [1, 2, 3]
 
 
+def run_turns(link: Link, actor: Actor, *actions: Callable[[Turn], None]) -> int:
+    """Run ``actions`` as turns of ``actor`` with no byte moving between them, deliver what
+    they sent and settle; return how many packets that was."""
+    for action in actions:
+        act(link.client_sched, action, actor)
+    link.client_sched.run_until_idle()
+    data = link.client.data_to_send()
+    link.server.receive(data)
+    link.settle()
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(data)
+    return len(list(frames))
+
+
+def test_the_turns_of_one_run_cross_as_one_packet_in_order() -> None:
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: None)
+    before_in = link.server.stats.packets_in
+    packets = run_turns(
+        link,
+        actor,
+        lambda t: held.append(t.publish(link.proxy, 1)),
+        lambda t: t.message(link.proxy, 2),
+        lambda t: t.retract(held[0]),
+        lambda t: t.message(link.proxy, 3),  # after a retraction: a packet of its own
+    )
+    assert packets == 2 and link.server.stats.packets_in - before_in == 2
+    assert link.recorder.events == [("+", 1), ("!", 2), ("-", 1), ("!", 3)]
+
+
+def test_a_retraction_and_reassertion_in_two_turns_stay_visible() -> None:
+    """Joined, the far side would apply the retraction after the new assertion (adds before
+    removes) and its observers would see nothing change: the turns cross as two packets."""
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.append(t.publish(link.proxy, "x")))
+    packets = run_turns(
+        link,
+        actor,
+        lambda t: t.retract(held[0]),
+        lambda t: held.append(t.publish(link.proxy, "x")),
+    )
+    assert packets == 2
+    assert link.recorder.events == [("+", "x"), ("-", "x"), ("+", "x")]
+
+
+def test_retractions_after_retractions_join_one_packet() -> None:
+    link = Link()
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.extend(t.publish(link.proxy, v) for v in "ab"))
+    packets = run_turns(
+        link,
+        actor,
+        lambda t: t.retract(held[0]),
+        lambda t: t.retract(held[1]),
+        lambda t: t.publish(link.proxy, "c"),
+    )
+    assert packets == 2
+    assert link.recorder.events[2:] == [("-", "a"), ("-", "b"), ("+", "c")]
+
+
+def test_a_turn_still_running_is_not_sent_in_part() -> None:
+    """A turn of the relay actor left open by ``max_events`` (a driver serving I/O in the
+    middle of a big turn) may yet fail: only what was sent before it is. A batch of more
+    events than a packet holds is what takes such a turn (:meth:`Relay.take`)."""
+    link = Link()
+    sched = link.client_sched
+    big = list(range(TURN_PACKET_EVENTS + 1))
+    act(sched, lambda t: t.message(link.proxy, "first"))
+    act(sched, lambda t: [t.message(link.proxy, i) for i in big])
+    sched.run_until_idle(max_events=2 + 4)  # both actions, then 4 of the big batch
+    assert not sched.idle()
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(link.client.data_to_send())
+    assert [[e.fields[0] for _, e in p.fields[0]] for p in frames] == [["first"]]
+    sched.run_until_idle()
+    frames.feed(link.client.data_to_send())
+    sent = [e.fields[0] for p in frames for _, e in p.fields[0]]
+    assert sent == big
+
+
+def test_a_batch_for_proxies_is_sent_at_its_senders_commit_without_a_relay_turn() -> None:
+    link = Link()
+    sched = link.client_sched
+    before = sched.turns_run
+    act(sched, lambda t: [t.message(link.proxy, i) for i in range(3)])
+    sched.run_until_idle()
+    assert sched.turns_run - before == 1  # the sender's turn only
+    link.server.receive(link.client.data_to_send())
+    link.settle()
+    assert link.recorder.events == [("!", 0), ("!", 1), ("!", 2)]
+
+
+def test_a_batch_left_to_a_relay_turn_is_not_overtaken() -> None:
+    """A batch bigger than a packet takes a turn of the relay actor (run in slices if need
+    be); a later batch from the same sender waits behind it instead of being sent at once."""
+    link = Link()
+    sched = link.client_sched
+    big = list(range(TURN_PACKET_EVENTS + 1))
+    actor = act(sched, lambda t: [t.message(link.proxy, i) for i in big])
+    act(sched, lambda t: t.message(link.proxy, "after"), actor)
+    link.settle()
+    assert [v for _, v in link.recorder.events] == [*big, "after"]
+
+
+def test_a_failure_while_sending_a_batch_crashes_the_relay_actor_and_sends_none_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    link = Link()
+    relay, sched = link.client, link.client_sched
+    original = relay._send_message
+
+    def failing(turn: Turn | None, oid: int, value: Value) -> None:
+        if value == "boom":
+            raise RuntimeError("a bug")
+        original(turn, oid, value)
+
+    monkeypatch.setattr(relay, "_send_message", failing)
+    actor = act(sched, lambda t: t.message(link.proxy, "first"))
+    act(sched, lambda t: [t.message(link.proxy, v) for v in ("a", "boom", "b")], actor)
+    sched.run_until_idle()
+    assert relay.closed and "relay actor stopped" in (relay.close_reason or "")
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(relay.data_to_send())
+    packets = list(frames)
+    assert [p.label.name for p in packets] == ["turn", "error"]
+    assert [e.fields[0] for _, e in packets[0].fields[0]] == ["first"]
+
+
+def test_closing_sends_what_committed_turns_sent_before_the_error() -> None:
+    link = Link()
+    act(link.client_sched, lambda t: t.message(link.proxy, "last words"))
+    link.client_sched.run_until_idle()
+    link.client.close("done")
+    frames = FrameDecoder(embedded=RawHooks())
+    frames.feed(link.client.data_to_send())
+    packets = list(frames)
+    assert [p.label.name for p in packets] == ["turn", "error"]
+    assert packets[0].fields[0][0][1] == record("message", "last words")
+
+
 def test_adds_before_removes_across_the_wire() -> None:
     link = Link()
     held: list[Handle] = []
