@@ -50,6 +50,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from feds.patterns import match
 from feds.values import Value
@@ -141,6 +142,11 @@ class _Problem:
     linked: list[list[tuple[int, ...]]] = field(default_factory=list)
     """Per instance, per pair: the pairs of that instance touching a captures vector it does."""
     visited: set = field(default_factory=set)
+    views: dict[tuple[int, tuple[int, ...]], Counter] = field(default_factory=dict)
+    """:func:`_view`'s sums, by instance and positions."""
+    events: dict[tuple[int, tuple[int, ...], int, int], Counter] = field(default_factory=dict)
+    """What a move gives ``E`` (read only), by instance, positions, pair and action (a start
+    at ``p``: ``-1 - p``): it depends on nothing else, and many states share them."""
     best: int = 0
 
 
@@ -252,8 +258,10 @@ def _floor(inst: Instance, sender: object, checkpoints: list[Checkpoint], times:
     return floor
 
 
-@dataclass(frozen=True)
-class _State:
+class _State(NamedTuple):
+    """A point of the search; a named tuple, so that making, hashing and comparing one (the
+    search does little else) runs in C."""
+
     idx: int
     """The first event (or checkpoint) of the timeline not yet explained."""
     taken: frozenset[int]
@@ -276,10 +284,16 @@ class _GaveUp(Exception):
 
 
 def _view(problem: _Problem, i: int, pos: tuple[int, ...]) -> Counter:
-    view: Counter = Counter()
-    for pair, p in zip(problem.pairs[i], pos, strict=True):
-        if p >= 0:
-            view.update(pair.held[p])
+    """What instance ``i`` holds at positions ``pos`` (per captures vector, its count), read
+    only: the same positions recur in many states, so each is summed once."""
+    key = (i, pos)
+    view = problem.views.get(key)
+    if view is None:
+        view = Counter()
+        for pair, p in zip(problem.pairs[i], pos, strict=True):
+            if p >= 0:
+                view.update(pair.held[p])
+        problem.views[key] = view
     return view
 
 
@@ -324,7 +338,7 @@ def _search(problem: _Problem, state: _State) -> bool:
         for ready in _ready(problem, state, i, now, k, exhaustive):
             for events, after, _counted in _moves(problem, ready, i, now, ks, withdraw):
                 explained = _explained(timeline, state, turn, events)
-                if explained is not None and _search(problem, _replace(after, **explained)):
+                if explained is not None and _search(problem, after._replace(**explained)):
                     return True
     return False
 
@@ -398,20 +412,6 @@ def _silent_closure(
     return sorted(seen, key=lambda s: sum(map(sum, s.pos)) + sum(s.dead), reverse=True)
 
 
-def _replace(state: _State, **changes: object) -> _State:
-    fields = {
-        "idx": state.idx,
-        "taken": state.taken,
-        "pos": state.pos,
-        "floors": state.floors,
-        "ceilings": state.ceilings,
-        "dead": state.dead,
-        "hwm": state.hwm,
-    }
-    fields.update(changes)
-    return _State(**fields)  # type: ignore[arg-type]
-
-
 def _turn(timeline: list[tuple], state: _State) -> dict[int, tuple[str, tuple]]:
     """The events of the turn in which ``E`` heard event ``state.idx`` not yet explained."""
     now = timeline[state.idx][1]
@@ -461,6 +461,7 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ..
         return
     pos = state.pos[i]
     view = _view(problem, i, pos)
+    memo = problem.events
     for k in ks:
         pair = problem.pairs[i][k]
         j = pair.sender
@@ -479,7 +480,10 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ..
             earliest = floor
             first = bisect.bisect_left(relevant, floor)
             for start in (*relevant[first : bisect.bisect_left(relevant, last)], last):
-                events = _start_events(view, pair.held[start])
+                key = (i, pos, k, -1 - start)
+                events = memo.get(key)
+                if events is None:
+                    events = memo[key] = _start_events(view, pair.held[start])
                 order = max(2 * earliest + 1, state.hwm[j] | 1)  # starts have odd orders
                 earliest = start + 1
                 if events and (ceiling != NO_CEILING or order > 2 * start + 1):
@@ -490,7 +494,10 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ..
             r = bisect.bisect_left(relevant, p)  # actions that do not matter to i are skipped
             if r < len(relevant) and relevant[r] < issued:
                 action = relevant[r]
-                events = _action_events(view, pair.deltas[action])
+                key = (i, pos, k, action)
+                events = memo.get(key)
+                if events is None:
+                    events = memo[key] = _action_events(view, pair.deltas[action])
                 order = 2 * (action + 1)
                 if events and order < state.hwm[j]:
                     continue
@@ -498,16 +505,16 @@ def _moves(problem: _Problem, state: _State, i: int, now: int, ks: tuple[int, ..
                 yield events, after, bool(pair.deltas[action][0])
     if withdraw and inst.closed is not None and inst.closed <= now:
         events = Counter(("-", c) for c, n in view.items() if n > 0)
-        yield events, _replace(state, dead=(*state.dead[:i], True, *state.dead[i + 1 :])), True
+        yield events, state._replace(dead=(*state.dead[:i], True, *state.dead[i + 1 :])), True
 
 
 def _moved(state: _State, i: int, k: int, p: int, j: int, order: int | None) -> _State:
-    row = state.pos[i]
-    pos = (*state.pos[:i], (*row[:k], p, *row[k + 1 :]), *state.pos[i + 1 :])
-    if order is None:
-        return _replace(state, pos=pos)
-    hwm = (*state.hwm[:j], order, *state.hwm[j + 1 :])
-    return _replace(state, pos=pos, hwm=hwm)
+    idx, taken, positions, floors, ceilings, dead, hwm = state
+    row = positions[i]
+    pos = (*positions[:i], (*row[:k], p, *row[k + 1 :]), *positions[i + 1 :])
+    if order is not None:
+        hwm = (*hwm[:j], order, *hwm[j + 1 :])
+    return _State(idx, taken, pos, floors, ceilings, dead, hwm)
 
 
 def _start_events(view: Counter, held: Counter) -> Counter:
@@ -554,8 +561,7 @@ def _checkpoint(problem: _Problem, state: _State, cp: Checkpoint, now: int) -> _
             return None
         dead[i] = True
         pos[i] = list(state.pos[i])
-    return _replace(
-        state,
+    return state._replace(
         idx=state.idx + 1,
         pos=tuple(tuple(r) for r in pos),
         floors=tuple(floors),
