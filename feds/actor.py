@@ -305,16 +305,18 @@ class Turn:
         return ref.entity.inline and ref.actor is self.actor
 
     def publish_untracked(self, ref: Ref, value: Value) -> Handle:
-        """Assert ``value`` at ``ref``, an entity of this actor, without the actor tracking the
-        handle: the caller retracts it (:meth:`retract_untracked`), also when the caller's
-        facet stops (a stop action), since the actor will not. An inline entity hears it at
-        once, any other with the turn's other events. If the actor crashes, its own entities
-        die with it, so nothing is left asserted elsewhere.
+        """Assert ``value`` at ``ref`` without the actor tracking the handle: the caller
+        retracts it (:meth:`retract_untracked`), also when the caller's facet stops (a stop
+        action), since the actor will not. An inline entity of this actor hears it at once,
+        any other with the turn's other events. If the actor crashes, an entity of its own
+        dies with it; for one of another actor, the caller must withdraw what it holds
+        (:meth:`Scheduler.withdraw`), as the actor's crash would have.
 
-        A dataspace shows the rule steps observing it their captures this way, and an
-        assertion relay re-asserts into its own node's fragment this way (each keeps the
-        handles anyway): the actor's tables (a tuple, an int and four table entries per
-        handle) were a quarter of a node's handles per assertion each."""
+        A dataspace shows the rule steps observing it their captures this way, an assertion
+        relay re-asserts into its own node's fragment this way, and a relay applies what the
+        far side asserts this way (each keeps the handles anyway): the actor's tables (a
+        tuple, an int and four table entries per handle) were a quarter of a node's handles
+        per assertion each."""
         handle = next(self.scheduler._handles)
         self._send(ref, (PUBLISH, ref, value, handle))
         return handle
@@ -662,14 +664,21 @@ class Scheduler:
             facet.alive = False
             facet.stop_actions.clear()
             stack.extend(facet.children)
-        batches: dict[Actor, list[tuple]] = {}
-        for handle, (_facet, ref) in actor.outbound.items():
-            batches.setdefault(ref.actor, []).append((RETRACT, ref, None, handle))
+        outbound = [(handle, ref) for handle, (_facet, ref) in actor.outbound.items()]
         actor.outbound.clear()
         actor.alive = False
+        self.withdraw(outbound)
+        self.actor_exited(actor)
+
+    def withdraw(self, held: Iterable[tuple[Handle, Ref]]) -> None:
+        """Retract each ``(handle, ref)`` at its ref, from outside any turn: one batch per
+        target actor, in order. For what a crashed actor asserted (also untracked, by an
+        entity that keeps its own handles: :meth:`Turn.publish_untracked`)."""
+        batches: dict[Actor, list[tuple]] = {}
+        for handle, ref in held:
+            batches.setdefault(ref.actor, []).append((RETRACT, ref, None, handle))
         for target, batch in batches.items():
             self.deliver(target, batch)
-        self.actor_exited(actor)
 
     def actor_exited(self, actor: Actor) -> None:
         for hook in actor.exit_hooks:

@@ -571,7 +571,9 @@ class Relay:
         self._packer = msgpack.Packer(autoreset=True)
         self._output = bytearray()
         self._far_handles: dict[int, int] = {}  # far handle -> oid (checked when packets arrive)
-        self._inbound: dict[int, object] = {}  # far handle -> (local handle, entries) | _DROPPED
+        # far handle -> (local handle, entries, target) | _DROPPED; the relay actor does not
+        # track those handles: the relay withdraws them itself when it closes (_shutdown)
+        self._inbound: dict[int, object] = {}
         self._outbound: dict[Handle, object] = {}  # our handle -> (oid, entries) | _DROPPED
         self._sync_pins: dict[int, int] = {}  # exported oid -> syncs awaiting their answer
         self._events: list[bytes] = []  # encoded events of the packet being gathered
@@ -890,7 +892,7 @@ class Relay:
             self._inbound[handle] = _DROPPED
             return
         entries = self._membrane.hold(value) if has_refs else ()
-        self._inbound[handle] = (turn.publish(target, value), entries)
+        self._inbound[handle] = (turn.publish_untracked(target, value), entries, target)
 
     def _late(self) -> None:
         """Count an event for an oid freed here: the far side sent it before it learnt that."""
@@ -901,8 +903,8 @@ class Relay:
         held = self._inbound.pop(handle, _DROPPED)
         if held is _DROPPED:
             return
-        local, entries = held  # type: ignore[misc]
-        turn.retract(local)
+        local, entries, target = held  # type: ignore[misc]
+        turn.retract_untracked(target, local)
         self._membrane.release(entries)
 
     def _apply_message(self, turn: Turn, oid: int, target: Ref | None, value: Value) -> None:
@@ -1150,11 +1152,20 @@ class Relay:
             self.budget.give(len(self._far_handles))
         self._far_handles.clear()
         self._frames = FrameDecoder()  # drop a partly received frame (up to max_frame_size)
+        held = [(h[0], h[2]) for h in self._inbound.values() if h is not _DROPPED]  # type: ignore[index]
         self._inbound.clear()
         self._outbound.clear()
         self._sync_pins.clear()
-        if self.actor.alive:  # retracts everything the far side asserted here
-            self.scheduler.enqueue(self.actor, self.actor.root, lambda turn: turn.stop_actor())
+        if self.actor.alive:  # retract everything the far side asserted here, after this turn
+
+            def stop(turn: Turn) -> None:
+                for local, target in held:
+                    turn.retract_untracked(target, local)
+                turn.stop_actor()
+
+            self.scheduler.enqueue(self.actor, self.actor.root, stop)
+        else:  # crashed: no turn of it runs again, and the one that failed sent nothing
+            self.scheduler.withdraw(held)
         if self.on_output is not None:
             self.on_output()
         if self.on_close is not None:

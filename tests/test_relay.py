@@ -521,6 +521,27 @@ def test_a_crash_of_the_relay_actor_closes_the_connection() -> None:
     assert client.closed
 
 
+def test_a_crash_of_the_relay_actor_retracts_what_the_far_side_asserted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The relay applies the far side's assertions without its actor tracking them: when that
+    actor crashes, the relay withdraws them itself, as the crash would have."""
+    link = Link()
+    actor = link.client_act(lambda t: t.publish(link.proxy, "held"))
+    assert list(link.recorder.live.values()) == ["held"]
+    original = link.server._apply_message
+
+    def failing(turn: Turn, oid: int, target: Ref | None, value: Value) -> None:
+        if value == "boom":
+            raise RuntimeError("a bug")
+        original(turn, oid, target, value)
+
+    monkeypatch.setattr(link.server, "_apply_message", failing)
+    link.client_act(lambda t: t.message(link.proxy, "boom"), actor)
+    assert link.server.closed and "relay actor stopped" in (link.server.close_reason or "")
+    assert link.recorder.live == {} and link.recorder.events[-1] == ("-", "held")
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 
