@@ -590,7 +590,7 @@ class Scheduler:
                 return self._run_steps(actor, turn, steps, room)  # type: ignore[arg-type]
             turn._finish()
         except Exception as exc:
-            self._crash(actor, exc)
+            self.crash(actor, exc)
         return 1
 
     def _run_steps(self, actor: Actor, turn: Turn, steps: Iterator[int], room: int) -> int:
@@ -605,7 +605,7 @@ class Scheduler:
                     return done
             turn._finish()
         except Exception as exc:
-            self._crash(actor, exc)
+            self.crash(actor, exc)
         return max(done, 1)
 
     def _run_batch(
@@ -647,11 +647,12 @@ class Scheduler:
             else:
                 turn._finish()
         except Exception as exc:
-            self._crash(actor, exc)
+            self.crash(actor, exc)
         return end - start
 
-    def _crash(self, actor: Actor, exc: BaseException) -> None:
-        """A turn raised: discard its effects, kill the actor, retract all it held.
+    def crash(self, actor: Actor, exc: BaseException) -> None:
+        """A turn of ``actor`` raised (here, or in a sink: :attr:`Actor.sink`): discard its
+        effects, kill the actor, retract all it held.
 
         The facets die without running their stop actions (see the module docstring).
         """

@@ -937,7 +937,7 @@ class Relay:
             self._touch(turn)
             self._transient.extend(entries)
 
-    # -- outgoing events (from proxies, in turns of the relay actor) ------------------------------
+    # -- outgoing events (from proxies: at their sender's commit, or in a relay actor's turn) -----
 
     def _send_assert(self, turn: Turn | None, oid: int, value: Value, handle: Handle) -> None:
         if self.closed:
@@ -1029,9 +1029,7 @@ class Relay:
         if self.closed:  # its proxies drop everything
             return True
         self._flush_turn = None  # what was gathered so far is committed
-        self._mark = len(self._events)
-        self._mark_removals = removals = len(self._removals)
-        self._after_removals = removals > 0
+        self._begin()
         if len(batch) > 1:
             batch = actors.adds_before_removes(batch)
         self.actor.work += len(batch)
@@ -1050,7 +1048,7 @@ class Relay:
         except Exception as exc:  # as a crash of the turn: nothing of it is sent
             del self._events[self._mark :]
             del self._removals[self._mark_removals :]
-            self.scheduler._crash(self.actor, exc)
+            self.scheduler.crash(self.actor, exc)
         return True
 
     # -- packets: one per run of turns -------------------------------------------------------------
@@ -1060,9 +1058,14 @@ class Relay:
         if self._flush_turn is not turn:
             self._flush_turn = turn
             turn.on_commit(self._flush)
-            self._mark = len(self._events)  # where its events begin
-            self._mark_removals = removals = len(self._removals)
-            self._after_removals = removals > 0
+            self._begin()
+
+    def _begin(self) -> None:
+        """A turn, or a batch taken at its sender's commit, begins to send: mark where its
+        events begin, and whether earlier ones left retractions it must not be joined after."""
+        self._mark = len(self._events)
+        self._mark_removals = removals = len(self._removals)
+        self._after_removals = removals > 0
 
     def _flush(self) -> None:
         """The turn commits: tell the transport a packet is waiting, free what it left unused."""
