@@ -184,3 +184,21 @@ def test_an_observation_withdrawn_before_a_sync_returns_need_not_have_heard_the_
     assert explain([], [only(closed=3)], programs, synced) is None
     # still open when the sync returned: the message has arrived
     assert explain([], [only(closed=12)], programs, synced) is not None
+
+
+def test_a_quiet_point_may_be_reached_by_any_order_of_the_senders_actions() -> None:
+    """Between two quiet points one sender withdraws its match and another replaces its own:
+    one dataspace gives nothing, in the order where the replacement comes first. The check
+    must find that order, not take the first withdrawal it can (which leaves the second to
+    empty the count)."""
+    pattern = rec_group(B, [DISCARD])  # any <b x>, no captures
+    b1, b2, b3 = record("b", 1), record("b", 2), record("b", 3)
+    programs = {
+        "s": [Action(1, adds=(b1,)), Action(30, removes=(b1,))],
+        "t": [Action(2, adds=(b2,)), Action(10, removes=(b2,)), Action(20, adds=(b3,))],
+    }
+    quiet = [Checkpoint(5), Checkpoint(40)]
+    assert explain([(3, "+", ())], [only(pattern)], programs, quiet) is None
+    # were the replacement after the withdrawals, E would have heard the count go to zero
+    late = {**programs, "t": [Action(2, adds=(b2,)), Action(10, removes=(b2,))]}
+    assert explain([(3, "+", ())], [only(pattern)], late, quiet) is not None

@@ -624,27 +624,50 @@ def _bring_up(
 
 
 def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]) -> bool:
-    """Advance pairs ``k`` of instance ``i`` to ``targets[k]`` unheard, if some order allows.
+    """Advance pairs ``k`` of instance ``i`` to ``targets[k]`` unheard, if some order allows
+    (then ``pos`` holds the targets).
 
-    Greedy: take any next action that changes nothing ``E`` can see (no message, no count
-    crossing zero), additions first; an addition taken early never makes a later step heard.
+    A depth-first search over the orders of the pairs' actions, memoised on the positions
+    (they decide the counts): an action may come next if it changes nothing ``E`` can see (no
+    message, no count crossing zero). One that only adds is taken at once, without trying the
+    others first: taken earlier it only raises counts, which makes no other action heard. The
+    others are tried in every order: a retraction taken too early can leave a count at zero
+    for another sender's (one sender withdrawing its match before another replaced its own).
     """
-    view = _view(problem, i, tuple(pos))
     pairs = problem.pairs[i]
-    while targets:
-        ready = None
-        for k in targets:
-            delta = pairs[k].deltas[pos[k]]
-            unheard = not _action_events(view, delta)
-            if unheard and (ready is None or all(d > 0 for d in delta[0].values())):
-                ready = k
-        if ready is None:
-            return False
-        view.update(pairs[ready].deltas[pos[ready]][0])
-        pos[ready] += 1
-        if pos[ready] == targets[ready]:
-            del targets[ready]
-    return True
+    ks = list(targets)
+    goal = tuple(targets[k] for k in ks)
+    start = tuple(pos[k] for k in ks)
+    seen = {start}
+    todo = [(start, Counter(_view(problem, i, tuple(pos))))]  # a copy: views are read only
+    while todo:
+        at, view = todo.pop()
+        if at == goal:
+            for n, k in enumerate(ks):
+                pos[k] = goal[n]
+            return True
+        steps = []
+        for n, k in enumerate(ks):
+            if at[n] == goal[n]:
+                continue
+            delta = pairs[k].deltas[at[n]]
+            changes = delta[0]
+            if _action_events(view, delta):
+                continue
+            if all(d > 0 for d in changes.values()):
+                steps = [(n, changes)]
+                break
+            steps.append((n, changes))
+        for n, changes in reversed(steps):  # the first found is tried first
+            nxt = (*at[:n], at[n] + 1, *at[n + 1 :])
+            if nxt not in seen:
+                if len(seen) > BUDGET:
+                    raise _GaveUp
+                seen.add(nxt)
+                after = view.copy()
+                after.update(changes)
+                todo.append((nxt, after))
+    return False
 
 
 def _silent(before: Counter, after: Counter) -> bool:
