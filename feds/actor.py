@@ -528,6 +528,22 @@ class Scheduler:
         actor.queued += 1
         self._push((actor, None, batch))
 
+    def send(self, sender: Actor, batches: dict[Actor, list[tuple]]) -> None:
+        """Queue ``batches`` (each target actor's events, in order) from outside any turn, as
+        a turn of ``sender`` that sent them would at its commit: a relay applying a packet
+        this way spares the turn that would only have passed its events on
+        (:meth:`feds.relay.Relay.receive`)."""
+        queue = self._queue
+        was_idle = not queue
+        for target, batch in batches.items():
+            _queue(queue, sender, target, batch)
+        if was_idle and self.on_work is not None:
+            self.on_work()
+
+    def new_handle(self) -> Handle:
+        """A handle no assertion of this scheduler has had (for events made by :meth:`send`)."""
+        return next(self._handles)
+
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
         """Create a top-level actor (from outside any turn) and queue its first turn."""
         actor = Actor(self, name)

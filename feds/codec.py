@@ -743,6 +743,7 @@ class Decoder(_StreamEnd):
             "raw": False,
             "strict_map_key": False,
         }
+        self._checked_options = {**self._options, "list_hook": self._on_checked_array}
         self._special = False  # whether the data being decoded may hold a NaN or a timestamp
         self._deepest_cached = 0  # depth of the deepest value ever in the cache
 
@@ -756,7 +757,8 @@ class Decoder(_StreamEnd):
         too deeply (:func:`_nests_at_most`). Either leaves room for the depth of the cached
         values the frame refers to, which :meth:`_on_ext` notes. A frame with neither 0x7f
         nor 0xff holds no NaN and no timestamp; in any other, the hooks also look at the items
-        of every container for one.
+        of every container for one. A frame no longer than ``max_containers`` bytes cannot hold
+        more containers than that (each takes a byte): only a longer one has them counted.
         """
         frame: bytes = data if data.__class__ is bytes else bytes(data)  # type: ignore[assignment]
         limit = self._max_depth
@@ -774,7 +776,10 @@ class Decoder(_StreamEnd):
         self._interned = self._interner.ids  # the calling thread's: a decoder may change threads
         try:
             self._special = special = _special_bytes(frame)
-            options = self._options
+            # Each container takes a byte of the frame: one no longer than max_containers
+            # cannot hold too many, so its arrays need not be counted.
+            checked = special or size > self.limits.max_containers
+            options = self._checked_options if checked else self._options
             if size > self._max_length:  # msgpack's own length limits default to the data length
                 options = {
                     **options,
@@ -867,7 +872,9 @@ class Decoder(_StreamEnd):
             return CodecError("a cache slot number must be 2 bytes")
         return CodecError(f"cache slot {int.from_bytes(data, 'big')} is not defined")
 
-    def _on_array(self, items: tuple) -> Value:
+    def _on_checked_array(self, items: tuple) -> Value:
+        """msgpack's list hook for a frame that may hold too many containers, a NaN or a
+        timestamp: counts the array and replaces those, then makes it a value."""
         self._containers_left -= 1
         if self._containers_left < 0:
             self._too_many_containers()
@@ -876,6 +883,10 @@ class Decoder(_StreamEnd):
                 if x.__class__ in _SPECIAL_TYPES:
                     items = _plain_items(items)
                     break
+        return self._on_array(items)
+
+    def _on_array(self, items: tuple) -> Value:
+        """msgpack's list hook for the usual frame (:meth:`decode`): the array as a value."""
         if not items or items[0].__class__ is not _Head:
             return items
         head = items[0]

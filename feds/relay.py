@@ -1,6 +1,6 @@
 """The relay: one end of a connection that carries actor events between two processes (sans-IO).
 
-A :class:`Relay` turns bytes from a transport into turns of its own actor, and events that local
+A :class:`Relay` turns bytes from a transport into events for local actors, and events that local
 actors send to its *proxies* into bytes for the transport. It never touches a socket: feed it with
 :meth:`Relay.receive`, drain it with :meth:`Relay.data_to_send`. The same class serves TCP links,
 in-process links and the simulator. The wire format is specified in ``protocols/wire.md``.
@@ -20,10 +20,11 @@ object; an oid that was never allocated is a protocol error.
 
 Events are buffered as the relay actor's turns run and written as one ``<turn ...>`` packet
 when the transport takes the bytes (:meth:`Relay.data_to_send`): the turns a run of the
-scheduler made for the far side cross as one packet, applied there as one turn, so that a
-burst costs one packet, one decode call and one turn per hop rather than one per event. Turns
-are joined only where that changes nothing the far side can see: it applies a packet's
-retractions after the rest, so a turn that asserts, sends or syncs after a turn with
+scheduler made for the far side cross as one packet, applied there as it arrives
+(:meth:`Relay._apply_now`; in a turn of the relay actor if it holds a sync or an earlier turn of
+that actor waits), so that a burst costs one packet and one decode call per hop rather than one
+per event. Turns are joined only where that changes nothing the far side can see: it applies a
+packet's retractions after the rest, so a turn that asserts, sends or syncs after a turn with
 retractions starts a new packet; retractions after retractions, and anything after a turn
 without any, keep their order in one packet (see :meth:`Relay._emit`).
 
@@ -582,6 +583,8 @@ class Relay:
         self._mark_removals = 0  # and in _removals
         self._after_removals = False  # whether _removals holds an earlier turn's retractions
         self._applying = 0  # turns of received events queued and not yet applied
+        self._ready_queued = False  # whether the turn calling on_ready is queued
+        self._syncs_in = False  # whether the packet being checked holds a sync
         self._goodbye: str | None = None  # the far side's closing reason, once it said it
         self._transient: list[_Entry] = []  # entries held until the current turn commits
         self._flush_turn: Turn | None = None
@@ -776,9 +779,11 @@ class Relay:
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
         self._membrane.live = True
         log.debug("%r: hello from %s %r (version %d)", self, hello.role, hello.name, version)
+        self._ready_queued = True
         self._enqueue(self._ready)
 
     def _ready(self, turn: Turn) -> None:
+        self._ready_queued = False
         if not self.closed and self.on_ready is not None:
             assert self.remote_hello is not None and self.remote_initial is not None
             self.on_ready(turn, self.remote_hello, self.remote_initial)
@@ -793,11 +798,16 @@ class Relay:
                 f"unknown oid {forged} in an embedded reference: a reference the "
                 "receiver never gave (transient, or forged)"
             )
+        self._syncs_in = False
         ops = [self._check_event(item) for item in packet.fields[0]]
         self.stats.events_in += len(ops)
-        if ops:
+        if not ops:
+            return
+        if self._applying or self._ready_queued or self._syncs_in:
             self._applying += 1
             self._enqueue(lambda turn: self._apply(turn, ops, entries, refs))
+        else:
+            self._apply_now(ops, entries, refs)
 
     def _check_event(self, item: Value) -> tuple:
         """Validate one ``[oid event]`` against the handle table; return it as an operation."""
@@ -829,6 +839,7 @@ class Relay:
             return self._check_assert(oid, fields[0], fields[1])
         if fields[0].__class__ is not Ref:
             raise ProtocolError("malformed event: the peer of a sync is not a reference")
+        self._syncs_in = True
         return (SYNC, oid, fields[0], None)
 
     def _check_assert(self, oid: int, value: Value, handle: Value) -> tuple:
@@ -856,7 +867,63 @@ class Relay:
             raise ProtocolError(f"handle {handle} retracted at oid {oid}, asserted at oid {owner}")
         return (RETRACT, oid, None, handle)
 
-    # -- applying incoming events (in a turn of the relay actor) ---------------------------------
+    # -- applying incoming events ----------------------------------------------------------------
+
+    def _apply_now(self, ops: list[tuple], entries: list[_Entry], refs: int) -> None:
+        """Apply a packet's events as it arrives, without a turn of the relay actor: queue them
+        for their targets as :meth:`_apply`'s turn would have at its commit, with the same
+        bookkeeping. Only when no turn of the relay actor that came before waits (an earlier
+        packet's, or the one calling ``on_ready``) and the packet holds no sync (its answer
+        is sent from a turn): the events then reach their targets in the order they would
+        have, only sooner, as if the packet had arrived as the queue ran that turn. If the
+        bookkeeping raises, the relay actor crashes as that turn's failure would crash it,
+        and none of the packet is delivered."""
+        membrane = self._membrane
+        exports = membrane.exports
+        inbound = self._inbound
+        membrane.unheld = refs
+        has_refs = refs > 0
+        batches: dict[Actor, list[tuple]] = {}
+        try:
+            for kind, oid, payload, handle in ops:
+                if kind is RETRACT:
+                    held = inbound.pop(handle, _DROPPED)
+                    if held is _DROPPED:
+                        continue
+                    local, held_entries, target = held  # type: ignore[misc]
+                    event = (actors.RETRACT, target, None, local)
+                    membrane.release(held_entries)
+                else:
+                    entry = exports.get(oid)
+                    if entry is None:  # the oid was freed here: a late event, dropped
+                        self._late()
+                        if kind is ASSERT:
+                            inbound[handle] = _DROPPED
+                        continue
+                    target = entry.ref
+                    if kind is ASSERT:
+                        local = self.scheduler.new_handle()
+                        event = (actors.PUBLISH, target, payload, local)
+                        held_entries = membrane.hold(payload) if has_refs else ()
+                        inbound[handle] = (local, held_entries, target)
+                    else:
+                        event = (actors.MESSAGE, target, payload, None)
+                        if self._sync_pins:
+                            self._unpin(oid)
+                batch = batches.get(target.actor)
+                if batch is None:
+                    batches[target.actor] = [event]
+                else:
+                    batch.append(event)
+        except Exception as exc:
+            self.scheduler.crash(self.actor, exc)
+            return
+        self.actor.work += 1
+        self.scheduler.send(self.actor, batches)
+        if entries:  # the decoded references' counts last until the events are queued
+            membrane.release(entries)
+        if membrane.dirty and self._flush_turn is None:  # else that turn's commit collects
+            membrane.collect()
 
     def _apply(self, turn: Turn, ops: list[tuple], entries: list[_Entry], refs: int) -> None:
         """Apply a packet's events. Its references were mapped and counted as it was decoded:
@@ -912,8 +979,14 @@ class Relay:
             self._late()
             return
         turn.message(target, value)
+        if self._sync_pins:
+            self._unpin(oid)
+
+    def _unpin(self, oid: int) -> None:
+        """A message to ``oid``: if it answers a sync we forwarded, the peer need not stay
+        exported for that sync any longer."""
         pins = self._sync_pins.get(oid)
-        if pins:  # the answer to a sync we forwarded: the peer need not stay exported for it
+        if pins:
             if pins == 1:
                 del self._sync_pins[oid]
             else:

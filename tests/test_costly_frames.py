@@ -109,3 +109,15 @@ def test_the_container_bound_counts_every_array_and_map(too_many: tuple, fits: t
     with pytest.raises(CodecError, match=r"more than max_containers \(10\)"):
         decoder.decode(Encoder().encode(too_many))
     assert decoder.decode(Encoder().encode(fits)) == fits
+
+
+def test_the_container_bound_holds_at_the_frame_size_where_counting_starts() -> None:
+    """Up to ``max_containers`` bytes a frame is decoded without counting its containers (each
+    takes a byte, so there cannot be too many); one byte more and they are counted."""
+    decoder = Decoder(limits=Limits(max_containers=10))
+    fits = ((),) * 9  # ten containers in ten bytes: the bound, not over it
+    assert len(Encoder().encode(fits)) == 10
+    assert decoder.decode(Encoder().encode(fits)) == fits
+    too_many = ((),) * 10  # eleven in eleven bytes
+    with pytest.raises(CodecError, match=r"more than max_containers \(10\)"):
+        decoder.decode(Encoder().encode(too_many))

@@ -521,25 +521,79 @@ def test_a_crash_of_the_relay_actor_closes_the_connection() -> None:
     assert client.closed
 
 
+@pytest.mark.parametrize("with_sync", [False, True], ids=["applied-at-once", "in-a-turn"])
 def test_a_crash_of_the_relay_actor_retracts_what_the_far_side_asserted(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, with_sync: bool
 ) -> None:
     """The relay applies the far side's assertions without its actor tracking them: when that
-    actor crashes, the relay withdraws them itself, as the crash would have."""
+    actor crashes, the relay withdraws them itself, as the crash would have. A packet is
+    applied as it arrives, or in a turn of the relay actor if it holds a sync: a failure
+    crashes the actor either way, and none of the failing packet is delivered."""
     link = Link()
     actor = link.client_act(lambda t: t.publish(link.proxy, "held"))
     assert list(link.recorder.live.values()) == ["held"]
-    original = link.server._apply_message
+    membrane = link.server._membrane
+    original = membrane.hold
 
-    def failing(turn: Turn, oid: int, target: Ref | None, value: Value) -> None:
-        if value == "boom":
+    def failing(value: Value) -> list:
+        if value.__class__ is tuple and value[0] == "boom":
             raise RuntimeError("a bug")
-        original(turn, oid, target, value)
+        return original(value)
 
-    monkeypatch.setattr(link.server, "_apply_message", failing)
-    link.client_act(lambda t: t.message(link.proxy, "boom"), actor)
+    monkeypatch.setattr(membrane, "hold", failing)
+
+    def boom(t: Turn) -> None:
+        t.message(link.proxy, "before")
+        t.publish(link.proxy, ("boom", t.ref(Entity())))
+        if with_sync:
+            t.sync(link.proxy, lambda t: None)
+
+    link.client_act(boom, actor)
     assert link.server.closed and "relay actor stopped" in (link.server.close_reason or "")
     assert link.recorder.live == {} and link.recorder.events[-1] == ("-", "held")
+    assert ("!", "before") not in link.recorder.events
+
+
+def test_a_packet_is_not_applied_before_an_earlier_one_left_to_a_turn() -> None:
+    """A packet holding a sync is applied in a turn of the relay actor; one that arrives while
+    that turn waits is applied after it, not at once."""
+    link = Link()
+
+    def first(t: Turn) -> None:
+        t.message(link.proxy, 1)
+        t.sync(link.proxy, lambda t: None)
+
+    act(link.client_sched, first)
+    link.client_sched.run_until_idle()
+    packets = link.client.data_to_send()
+    act(link.client_sched, lambda t: t.message(link.proxy, 2))
+    link.client_sched.run_until_idle()
+    link.server.receive(packets + link.client.data_to_send())  # both packets in one read
+    link.settle()
+    assert link.recorder.events == [("!", 1), ("!", 2)]
+
+
+def test_a_packet_that_comes_with_the_hello_is_applied_after_on_ready() -> None:
+    """What ``on_ready`` does comes before the events of packets that arrived with the hello,
+    as when each packet took a turn of the relay actor."""
+    sched = Scheduler()
+    recorder = Recorder()
+    _, target = entity_ref(sched, recorder)
+
+    def ready(turn: Turn, hello: Hello, initial: Ref) -> None:
+        turn.message(target, "ready")
+
+    server = Relay(sched, "server", PEER, target, on_ready=ready)
+    client = Relay(sched, "client", CLIENT)
+    client.receive(server.data_to_send())  # the client accepts the server: its proxy exists
+    sched.run_until_idle()
+    assert client.remote_initial is not None
+    proxy = client.remote_initial
+    act(sched, lambda t: t.message(proxy, "first"))
+    sched.run_until_idle()
+    server.receive(client.data_to_send())  # the hello and the first packet in one read
+    sched.run_until_idle()
+    assert recorder.events == [("!", "ready"), ("!", "first")]
 
 
 # -- bad input --------------------------------------------------------------------------------
