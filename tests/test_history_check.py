@@ -202,3 +202,20 @@ def test_a_quiet_point_may_be_reached_by_any_order_of_the_senders_actions() -> N
     # were the replacement after the withdrawals, E would have heard the count go to zero
     late = {**programs, "t": [Action(2, adds=(b2,)), Action(10, removes=(b2,))]}
     assert explain([(3, "+", ())], [only(pattern)], late, quiet) is not None
+
+
+def test_a_sync_may_find_another_senders_replacement_already_seen() -> None:
+    """The caller of a sync withdrew a match that another sender had asserted too: the
+    observation heard nothing, in the order where the other sender's assertion came first.
+    The check may take that sender's silent step before the caller's withdrawal (its window
+    had started: its message was heard), though a sync brings up to date only the caller."""
+    programs = {
+        "s": [Action(1, adds=(X,)), Action(10, removes=(X,))],
+        "t": [Action(2, message=(Y,)), Action(5, adds=(X,))],
+    }
+    history = [(3, "+", (1,)), (4, "!", (2,))]
+    checks = [Checkpoint(20, client="s", issued=12), Checkpoint(30)]
+    assert explain(history, [only()], programs, checks) is None
+    # without the other sender's assertion, the withdrawal must have been heard
+    alone = {**programs, "t": [Action(2, message=(Y,))]}
+    assert explain(history, [only()], alone, checks) is not None

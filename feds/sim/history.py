@@ -615,7 +615,7 @@ def _bring_up(
         bounds[n] = (lo, hi)
     if not _silent(_view(problem, i, before), _view(problem, i, tuple(row))):
         return False
-    if targets and not _catch_up(problem, i, row, targets):
+    if targets and not _catch_up(problem, i, row, targets, _helpers(problem, i, cp, row, targets)):
         return False
     pos[:] = row
     for n, (lo, hi) in bounds.items():
@@ -623,9 +623,34 @@ def _bring_up(
     return True
 
 
-def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]) -> bool:
+def _helpers(
+    problem: _Problem, i: int, cp: Checkpoint, pos: list[int], targets: dict[int, int]
+) -> dict[int, int]:
+    """At a sync, the pairs of instance ``i`` not brought up to date whose window has started,
+    with how far they may go (their actions issued before the sync returned): their silent
+    steps may come before the caller's (another sender replacing a match the caller withdraws).
+    At a quiet point every pair is brought up to date: none."""
+    if cp.client is None:
+        return {}
+    helpers = {}
+    for k, pair in enumerate(problem.pairs[i]):
+        if k not in targets and pos[k] >= 0:
+            bound = bisect.bisect_left(problem.times[pair.sender], cp.time)
+            if pos[k] < bound:
+                helpers[k] = bound
+    return helpers
+
+
+def _catch_up(
+    problem: _Problem,
+    i: int,
+    pos: list[int],
+    targets: dict[int, int],
+    helpers: dict[int, int] | None = None,
+) -> bool:
     """Advance pairs ``k`` of instance ``i`` to ``targets[k]`` unheard, if some order allows
-    (then ``pos`` holds the targets).
+    (then ``pos`` holds the targets); pairs ``k`` of ``helpers`` may take silent steps up to
+    ``helpers[k]`` on the way if it cannot be done without (their steps tried after the targets').
 
     A depth-first search over the orders of the pairs' actions, memoised on the positions
     (they decide the counts): an action may come next if it changes nothing ``E`` can see (no
@@ -634,27 +659,38 @@ def _catch_up(problem: _Problem, i: int, pos: list[int], targets: dict[int, int]
     others are tried in every order: a retraction taken too early can leave a count at zero
     for another sender's (one sender withdrawing its match before another replaced its own).
     """
+    if _catch_up_with(problem, i, pos, targets, {}):
+        return True
+    return bool(helpers) and _catch_up_with(problem, i, pos, targets, helpers)
+
+
+def _catch_up_with(
+    problem: _Problem, i: int, pos: list[int], targets: dict[int, int], helpers: dict[int, int]
+) -> bool:
+    """:func:`_catch_up`, the helpers' steps tried after the targets' ones."""
     pairs = problem.pairs[i]
-    ks = list(targets)
-    goal = tuple(targets[k] for k in ks)
+    ks = [*targets, *helpers]
+    ends = (*(targets[k] for k in targets), *(helpers[k] for k in helpers))
+    count = len(targets)
+    goal = ends[:count]
     start = tuple(pos[k] for k in ks)
     seen = {start}
     todo = [(start, Counter(_view(problem, i, tuple(pos))))]  # a copy: views are read only
     while todo:
         at, view = todo.pop()
-        if at == goal:
+        if at[:count] == goal:
             for n, k in enumerate(ks):
-                pos[k] = goal[n]
+                pos[k] = at[n]
             return True
         steps = []
         for n, k in enumerate(ks):
-            if at[n] == goal[n]:
+            if at[n] == ends[n]:
                 continue
             delta = pairs[k].deltas[at[n]]
             changes = delta[0]
             if _action_events(view, delta):
                 continue
-            if all(d > 0 for d in changes.values()):
+            if n < count and all(d > 0 for d in changes.values()):
                 steps = [(n, changes)]
                 break
             steps.append((n, changes))
