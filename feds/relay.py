@@ -887,12 +887,11 @@ class Relay:
         try:
             for kind, oid, payload, handle in ops:
                 if kind is RETRACT:
-                    held = inbound.pop(handle, _DROPPED)
-                    if held is _DROPPED:
+                    held = self._forget(handle)
+                    if held is None:
                         continue
-                    local, held_entries, target = held  # type: ignore[misc]
+                    local, target = held
                     event = (actors.RETRACT, target, None, local)
-                    membrane.release(held_entries)
                 else:
                     entry = exports.get(oid)
                     if entry is None:  # the oid was freed here: a late event, dropped
@@ -967,12 +966,20 @@ class Relay:
         log.debug("%r: dropped a late event for a freed oid", self)
 
     def _apply_retract(self, turn: Turn, handle: int) -> None:
+        held = self._forget(handle)
+        if held is not None:
+            local, target = held
+            turn.retract_untracked(target, local)
+
+    def _forget(self, handle: int) -> tuple[Handle, Ref] | None:
+        """The far side retracts ``handle``: our local handle and target for it (None if it was
+        dropped), the references it held released."""
         held = self._inbound.pop(handle, _DROPPED)
         if held is _DROPPED:
-            return
+            return None
         local, entries, target = held  # type: ignore[misc]
-        turn.retract_untracked(target, local)
         self._membrane.release(entries)
+        return local, target
 
     def _apply_message(self, turn: Turn, oid: int, target: Ref | None, value: Value) -> None:
         if target is None:
