@@ -5,9 +5,10 @@ Three tables, times in CPU time (``time.process_time``, steady on a shared machi
 
 1. **Small values**, µs per call: each feds value against the plain list msgpack would carry
    for the same data (a record ``<temp "room-17" 21.5>`` against ``["temp", "room-17", 21.5]``).
-2. **Turn packets**, ns per event: a packet ``<turn [[oid event] ...]>`` of 100 events of one
-   kind, as a relay makes it (each event encoded on its own with the relay's value cache and
-   embedded hooks, then spliced into one frame) and as it decodes it (the whole frame at once).
+2. **Turn packets**, ns per event: a packet ``<turn [event ...]>`` of 100 events of one kind
+   (bare events of wire version 4: ``[oid value]`` for a message, ...), as a relay makes it
+   (each event encoded on its own with the relay's value cache and embedded hooks, then
+   spliced into one frame) and as it decodes it (the whole frame at once).
    The kinds are what crosses a link in the overlay benchmarks: a client's messages,
    assertions and retractions of ``<bench i payload>``, an ``Observe`` of a pattern, and one
    hop of each protocol's message (aggregate-subs ``<pub f pattern [i payload]>`` with the
@@ -38,7 +39,7 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feds.codec import Decoder, Encoder, decode, encode, record_head
+from feds.codec import Decoder, Encoder, decode, encode
 from feds.syntax import parse, parse_pattern
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value
 
@@ -54,7 +55,7 @@ CASES: list[tuple[str, object]] = [
 
 EVENTS = 100  # per turn packet
 CACHE_SLOTS = 1024  # as a relay's (feds.relay.VALUE_CACHE_SLOTS)
-TURN, MESSAGE, ASSERT, RETRACT = map(Symbol, ("turn", "message", "assert", "retract"))
+TURN = Symbol("turn")
 BENCH, PUB, LINK, OBSERVE = map(Symbol, ("bench", "pub", "link", "Observe"))
 
 
@@ -107,8 +108,9 @@ class Hooks:
         return BenchRef(v[1])
 
 
-def packet_kinds() -> dict[str, list[tuple[int, Record]]]:
-    """100 events ``(oid, event record)`` of each kind a link carries in the overlay benchmarks."""
+def packet_kinds() -> dict[str, list[tuple]]:
+    """100 bare events of each kind a link carries in the overlay benchmarks: ``(oid, value)``
+    a message, ``(oid, value, handle)`` an assertion, ``(handle,)`` a retraction."""
     rng = random.Random(12)
     payloads = [rng.randbytes(64) for _ in range(EVENTS)]
     pattern = parse_pattern("<bench $i $payload>")[0]
@@ -118,25 +120,19 @@ def packet_kinds() -> dict[str, list[tuple[int, Record]]]:
     def bench(i: int) -> Record:
         return Record(BENCH, (i, payloads[i]))
 
-    def message(v: Value) -> Record:
-        return Record(MESSAGE, (v,))
-
     return {
-        "client message <bench i p>": [(0, message(bench(i))) for i in range(EVENTS)],
-        "client assert <bench i p>": [
-            (0, Record(ASSERT, (bench(i), 1000 + i))) for i in range(EVENTS)
-        ],
-        "client retract": [(0, Record(RETRACT, (1000 + i,))) for i in range(EVENTS)],
+        "client message <bench i p>": [(0, bench(i)) for i in range(EVENTS)],
+        "client assert <bench i p>": [(0, bench(i), 1000 + i) for i in range(EVENTS)],
+        "client retract": [(1000 + i,) for i in range(EVENTS)],
         "assert <Observe pattern ref>": [
-            (0, Record(ASSERT, (Record(OBSERVE, (pattern, BenchRef(i))), 1000 + i)))
-            for i in range(EVENTS)
+            (0, Record(OBSERVE, (pattern, BenchRef(i))), 1000 + i) for i in range(EVENTS)
         ],
         "aggregate-subs hop <pub f pat [i p]>": [
-            (2, message(Record(PUB, (ref, interned, (i, payloads[i]))))) for i in range(EVENTS)
+            (2, Record(PUB, (ref, interned, (i, payloads[i])))) for i in range(EVENTS)
         ],
-        "observer-flood hop [[i p]]": [(3, message(((i, payloads[i]),))) for i in range(EVENTS)],
+        "observer-flood hop [[i p]]": [(3, ((i, payloads[i]),)) for i in range(EVENTS)],
         "copy-up hop <link f <bench i p>>": [
-            (1, message(Record(LINK, (ref, bench(i))))) for i in range(EVENTS)
+            (1, Record(LINK, (ref, bench(i)))) for i in range(EVENTS)
         ],
     }
 
@@ -163,15 +159,14 @@ def splice(events: list[bytes]) -> bytes:
     return prefix + msgpack.Packer().pack_array_header(len(events)) + b"".join(events)
 
 
-def packet_row(events: list[tuple[int, Record]], number: int, repeat: int) -> tuple[float, ...]:
+def packet_row(events: list[tuple], number: int, repeat: int) -> tuple[float, ...]:
     """ns per event: (encode, pack, decode, unpackb) of one turn packet of ``events``."""
     hooks = Hooks()
     encoder = Encoder(hooks, cache_slots=CACHE_SLOTS)
     decoder = Decoder(hooks, cache_slots=CACHE_SLOTS)
-    lists = [(oid, [record_head(e.label), *e.fields]) for oid, e in events]  # a relay's _emit
 
     def encode_all() -> list[bytes]:
-        return [encoder.encode(e) for e in lists]
+        return [encoder.encode(e) for e in events]
 
     decoder.decode(splice(encode_all()))  # definitions cross once, as on a live link
     body = splice(encode_all())

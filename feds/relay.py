@@ -31,7 +31,9 @@ without any, keep their order in one packet (see :meth:`Relay._emit`).
 From protocol version 2, each direction of a connection has a value cache (:mod:`feds.codec`):
 a record the node interned, such as a subscription pattern, crosses in full once, then as a
 slot number. An event that cannot be sent takes its cache definitions with it (the encoder
-forgets them), so the two ends' tables always match.
+forgets them), so the two ends' tables always match. From version 4, an event is a bare array
+(``[oid value]`` for a message, ...) rather than ``[oid <message value>]``: no event record is
+made on either side.
 
 Anything wrong with the input closes this connection only, with a specific reason (sent to the
 far side as an ``<error ...>`` packet): everything the far side asserted here is retracted when
@@ -84,9 +86,9 @@ __all__ = [
 
 log = logging.getLogger("feds.relay")
 
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 """The highest wire protocol version this code speaks (sent in our hello)."""
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4})
 """Every version this code speaks; a contiguous range ending at :data:`PROTOCOL_VERSION`."""
 VALUE_CACHE_SLOTS: Final = 1024
 """Slots of the value cache of each direction of a connection (from version 2 on)."""
@@ -103,6 +105,8 @@ PING: Final = Symbol("ping")
 PONG: Final = Symbol("pong")
 KEEPALIVE_VERSION: Final = 3
 """The first protocol version with ``<ping>`` and ``<pong>``."""
+BARE_EVENTS_VERSION: Final = 4
+"""The first protocol version whose events are bare arrays, not records (:func:`bare_event`)."""
 _ASSERT_NAME: Final = ASSERT.name  # events are told apart by name: a str compares fastest
 _RETRACT_NAME: Final = RETRACT.name
 _MESSAGE_NAME: Final = MESSAGE.name
@@ -556,6 +560,7 @@ class Relay:
         self.remote_hello: Hello | None = None
         self.remote_initial: Ref | None = None
         self.version: int | None = None
+        self._bare = False  # whether events are bare arrays (the agreed version is 4 or more)
         self.closed = False
         self.close_reason: str | None = None
         self.stats = RelayStats()
@@ -776,6 +781,7 @@ class Relay:
             self.max_handles = self.handle_limits.get(hello.role, 0)
         if version >= 2:  # nothing was encoded yet: proxies exist only from now on
             self._encoder = Encoder(self._membrane, self.limits, cache_slots=VALUE_CACHE_SLOTS)
+        self._bare = version >= BARE_EVENTS_VERSION
         self.remote_initial = self._membrane.import_oid(0, pinned=True).ref
         self._membrane.live = True
         log.debug("%r: hello from %s %r (version %d)", self, hello.role, hello.name, version)
@@ -790,7 +796,7 @@ class Relay:
 
     def _on_turn(self, packet: Record, entries: list[_Entry], refs: int) -> None:
         if len(packet.fields) != 1 or packet.fields[0].__class__ is not tuple:
-            raise ProtocolError("malformed turn: expected <turn [[oid event] ...]>")
+            raise ProtocolError("malformed turn: expected <turn [event ...]>")
         _check_turn_count(len(packet.fields[0]))  # also when not encoded as feds does
         forged = self._membrane.forged
         if forged is not None:
@@ -799,7 +805,8 @@ class Relay:
                 "receiver never gave (transient, or forged)"
             )
         self._syncs_in = False
-        ops = [self._check_event(item) for item in packet.fields[0]]
+        check = self._check_bare_event if self._bare else self._check_event
+        ops = [check(item) for item in packet.fields[0]]
         self.stats.events_in += len(ops)
         if not ops:
             return
@@ -842,6 +849,29 @@ class Relay:
         self._syncs_in = True
         return (SYNC, oid, fields[0], None)
 
+    def _check_bare_event(self, item: Value) -> tuple:
+        """Validate one bare event (version 4) against the handle table; return it as an
+        operation. Its length says its kind: ``[handle]`` a retraction, ``[oid value]`` a
+        message, ``[oid value handle]`` an assertion, ``[oid peer #t]`` a sync."""
+        if item.__class__ is not tuple or not 1 <= len(item) <= 3:
+            raise ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
+        if len(item) == 1:
+            return self._check_retract(None, item[0])
+        oid = item[0]
+        if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
+            raise ProtocolError("malformed event: the oid is not a non-negative integer")
+        if oid >= self._membrane.next_oid:  # never allocated here
+            raise ProtocolError(f"unknown oid {oid}")
+        if len(item) == 2:
+            return (MESSAGE, oid, item[1], None)
+        third = item[2]
+        if third is not True:
+            return self._check_assert(oid, item[1], third)
+        if item[1].__class__ is not Ref:
+            raise ProtocolError("malformed event: the peer of a sync is not a reference")
+        self._syncs_in = True
+        return (SYNC, oid, item[1], None)
+
     def _check_assert(self, oid: int, value: Value, handle: Value) -> tuple:
         if handle.__class__ is not int or not 0 <= handle < _MAX_ID:
             raise ProtocolError("malformed event: the handle is not a non-negative integer")
@@ -855,7 +885,8 @@ class Relay:
         far_handles[handle] = oid
         return (ASSERT, oid, value, handle)
 
-    def _check_retract(self, oid: int, handle: Value) -> tuple:
+    def _check_retract(self, oid: int | None, handle: Value) -> tuple:
+        """A retraction of ``handle``, made at ``oid`` (None: at whichever oid it was made)."""
         if handle.__class__ is not int or not 0 <= handle < _MAX_ID:
             raise ProtocolError("malformed event: the handle is not a non-negative integer")
         owner = self._far_handles.pop(handle, None)
@@ -863,9 +894,9 @@ class Relay:
             raise ProtocolError(f"unknown handle {handle} retracted")
         if self.budget is not None:
             self.budget.give()
-        if owner != oid:
+        if oid is not None and owner != oid:
             raise ProtocolError(f"handle {handle} retracted at oid {oid}, asserted at oid {owner}")
-        return (RETRACT, oid, None, handle)
+        return (RETRACT, owner, None, handle)
 
     # -- applying incoming events ----------------------------------------------------------------
 
@@ -1022,7 +1053,8 @@ class Relay:
     def _send_assert(self, turn: Turn | None, oid: int, value: Value, handle: Handle) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, [_ASSERT_HEAD, value, handle])
+        item = (oid, value, handle) if self._bare else (oid, [_ASSERT_HEAD, value, handle])
+        entries = self._emit(turn, item, _ASSERT_NAME)
         self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
 
     def _send_retract(self, turn: Turn | None, handle: Handle) -> None:
@@ -1032,20 +1064,23 @@ class Relay:
         if held is _DROPPED:
             return
         oid, entries = held  # type: ignore[misc]
-        self._emit(turn, oid, [_RETRACT_HEAD, handle], self._removals)
+        item = (handle,) if self._bare else (oid, [_RETRACT_HEAD, handle])
+        self._emit(turn, item, _RETRACT_NAME, self._removals)
         self._membrane.release(entries)
 
     def _send_message(self, turn: Turn | None, oid: int, value: Value) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, [_MESSAGE_HEAD, value])
+        item = (oid, value) if self._bare else (oid, [_MESSAGE_HEAD, value])
+        entries = self._emit(turn, item, _MESSAGE_NAME)
         if entries:
             self._transient.extend(entries)
 
     def _send_sync(self, turn: Turn | None, oid: int, peer: Ref) -> None:
         if self.closed:
             return
-        entries = self._emit(turn, oid, [_SYNC_HEAD, peer])
+        item = (oid, peer, True) if self._bare else (oid, [_SYNC_HEAD, peer])
+        entries = self._emit(turn, item, _SYNC_NAME)
         if not entries:
             return
         (entry,) = entries
@@ -1055,26 +1090,25 @@ class Relay:
             self._transient.append(entry)
 
     def _emit(
-        self, turn: Turn | None, oid: int, event: list, into: list[bytes] | None = None
+        self, turn: Turn | None, item: tuple, name: str, into: list[bytes] | None = None
     ) -> list[_Entry] | None:
         """Encode one event into the packet being gathered (``into``: a list of its events
         other than ``_events``); None if it cannot be sent. ``turn``: the relay actor's turn
         sending it, or None for a batch taken at its sender's commit (:meth:`take`).
 
-        ``event`` is ``[head, field ...]`` (:func:`~feds.codec.record_head`), which encodes
-        as the event's record without making one.
+        ``item`` is the event as the agreed version has it on the wire: a bare array from
+        version 4, else ``(oid, [head, field ...])`` (:func:`~feds.codec.record_head`), which
+        encodes as ``[oid <name field ...>]`` without making the record. ``name``: the
+        event's kind, for the log if it cannot be sent.
         """
         if self._flush_turn is not turn:  # the turn's first event (saves a call per event)
             self._touch(turn)
         membrane = self._membrane
         membrane.lifted = []
         try:  # on failure, the encoder forgets the cache definitions it made for this event
-            data = self._encoder.encode(
-                (oid, event), max_size=self.limits.max_frame_size - _TURN_OVERHEAD
-            )
+            data = self._encoder.encode(item, max_size=self.limits.max_frame_size - _TURN_OVERHEAD)
         except CodecError as e:
             membrane.release(membrane.lifted)
-            name = event[0].data.decode()
             log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
             if self.on_drop is not None:
                 self.on_drop(f"{name} not sent: {e}")

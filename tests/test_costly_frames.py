@@ -11,9 +11,7 @@ from feds.actor import Ref, Scheduler
 from feds.codec import CodecError, Decoder, Encoder, Limits, decode, encode_frame
 from feds.relay import (
     _TURN_PREFIX,
-    ASSERT,
     CLIENT,
-    MESSAGE,
     PEER,
     TURN,
     TURN_PACKET_EVENTS,
@@ -58,17 +56,17 @@ def test_a_turn_of_too_many_events_is_refused_before_it_is_decoded() -> None:
 
 def test_a_turn_of_as_many_events_as_allowed_is_applied() -> None:
     sched, server, rec = connected()
-    server.receive(turn_frame(tuple((0, Record(MESSAGE, (i,))) for i in range(TURN_PACKET_EVENTS))))
+    server.receive(turn_frame(tuple((0, i) for i in range(TURN_PACKET_EVENTS))))
     sched.run_until_idle()
     assert not server.closed and [v for _, v in rec.events] == list(range(TURN_PACKET_EVENTS))
-    one_more = tuple((0, Record(MESSAGE, (i,))) for i in range(TURN_PACKET_EVENTS + 1))
+    one_more = tuple((0, i) for i in range(TURN_PACKET_EVENTS + 1))
     server.receive(turn_frame(one_more))
     assert server.closed and server.close_reason.startswith(f"turn of {TURN_PACKET_EVENTS + 1} ")
 
 
 def test_a_turn_of_too_many_events_encoded_otherwise_is_refused_once_decoded() -> None:
     _, server, _ = connected()
-    events = tuple((0, Record(MESSAGE, (i,))) for i in range(TURN_PACKET_EVENTS + 1))
+    events = tuple((0, i) for i in range(TURN_PACKET_EVENTS + 1))
     # the same packet with its outer array as an array16: valid, but not how feds encodes it
     body = b"\xdc\x00\x02" + _TURN_PREFIX[1:] + Encoder().encode(events)
     assert decode(body) == Record(TURN, (events,))
@@ -81,7 +79,7 @@ def test_a_value_of_too_many_records_is_refused() -> None:
     limit = Limits().max_containers
     value = tuple(Record(Symbol("a"), (i,)) for i in range(limit))  # plus the tuple: one too many
     big = Encoder(None, Limits(max_frame_size=2**31 - 1))
-    server.receive(big.encode_frame(Record(TURN, (((0, Record(ASSERT, (value, 1))),),))))
+    server.receive(big.encode_frame(Record(TURN, (((0, value, 1),),))))
     assert server.closed
     assert server.close_reason == (
         f"bad frame: more than max_containers ({limit}) arrays and maps in one value"

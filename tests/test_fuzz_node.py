@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 from feds.blocking import BlockingClient
 from feds.dataspace import OBSERVE
 from feds.driver import Driver
-from feds.relay import ASSERT, CLIENT, MESSAGE, PEER, PROTOCOL_VERSION, RETRACT, TURN
+from feds.relay import (
+    ASSERT,
+    BARE_EVENTS_VERSION,
+    CLIENT,
+    MESSAGE,
+    PEER,
+    PROTOCOL_VERSION,
+    RETRACT,
+    TURN,
+)
 from feds.runtime import NodeRuntime
 from feds.values import FrozenDict, Record, Symbol, record
 from tests.raw_frames import WireRef, raw_frame
@@ -35,17 +44,27 @@ def hello(role: str = CLIENT, version: int = PROTOCOL_VERSION) -> bytes:
 
 wire_refs = st.builds(WireRef, st.integers(0, 1), st.integers(0, 5))
 observers = st.one_of(values(), wire_refs, st.tuples(st.integers(0, 1), st.integers(0, 9)))
-events = st.one_of(
-    st.builds(lambda v, h: Record(ASSERT, (v, h)), values(), st.integers(0, 5)),
-    st.builds(lambda h: Record(RETRACT, (h,)), st.integers(0, 5)),
-    st.builds(lambda v: Record(MESSAGE, (v,)), values()),
+events = st.one_of(  # (kind, fields), or (None, anything) for an event that is no event
+    st.builds(lambda v, h: (ASSERT, (v, h)), values(), st.integers(0, 5)),
+    st.builds(lambda h: (RETRACT, (h,)), st.integers(0, 5)),
+    st.builds(lambda v: (MESSAGE, (v,)), values()),
     st.builds(
-        lambda p, h: Record(ASSERT, (Record(OBSERVE, (p, WireRef(0, 1))), h)),
+        lambda p, h: (ASSERT, (Record(OBSERVE, (p, WireRef(0, 1))), h)),
         patterns(),
         st.integers(0, 5),
     ),
-    values(),
+    st.tuples(st.none(), values()),
 )
+
+
+def wire_event(version: int, oid: int, event: tuple) -> object:
+    """``event`` addressed to ``oid`` as ``version`` writes it (a record, or a bare array)."""
+    kind, fields = event
+    if version < BARE_EVENTS_VERSION:
+        return (oid, fields if kind is None else Record(kind, fields))
+    if kind is None or kind is RETRACT:
+        return fields
+    return (oid, *fields)
 
 
 def turn(items: list) -> bytes:
@@ -59,12 +78,15 @@ def sessions(
     """A plausible session, then maybe mutated: hellos of any role and version, turns of
     events at oids near the real ones, garbage (``clients_only``: a client's hello, events at
     its node's local access, no garbage)."""
-    hellos = [hello()] if clients_only else [hello(), hello(PEER), hello("admin"), hello(version=1)]
-    parts = [draw(st.sampled_from(hellos))]
+    version = draw(
+        st.sampled_from([PROTOCOL_VERSION, 3] if clients_only else [PROTOCOL_VERSION, 3, 1])
+    )
+    roles = [CLIENT] if clients_only else [CLIENT, PEER, "admin"]
+    parts = [hello(draw(st.sampled_from(roles)), version)]
     oids = st.just(0) if clients_only else st.integers(0, 3)
     for _ in range(draw(st.integers(1 if clients_only else 0, 3))):
         items = draw(st.lists(st.tuples(oids, events), max_size=4))
-        parts.append(turn(items))
+        parts.append(turn([wire_event(version, oid, event) for oid, event in items]))
     data = bytearray(b"".join(parts))
     for _ in range(0 if clients_only else draw(st.integers(0, 3))):
         action = draw(st.sampled_from(["flip", "cut", "garbage", "none"]))
@@ -134,7 +156,7 @@ def test_random_bytes_are_refused(
 
 
 observe_events = st.builds(
-    lambda p, o, h: Record(ASSERT, (Record(OBSERVE, (p, o)), h)),
+    lambda p, o, h: (ASSERT, (Record(OBSERVE, (p, o)), h)),
     patterns(),
     observers,
     st.integers(0, 5),

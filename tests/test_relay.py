@@ -13,6 +13,7 @@ from feds import codec
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
 from feds.codec import DEFAULT_LIMITS, CodecError, Encoder, FrameDecoder, Limits, decode
 from feds.relay import (
+    BARE_EVENTS_VERSION,
     CLIENT,
     PEER,
     PROTOCOL_VERSION,
@@ -124,7 +125,8 @@ def test_version_negotiation_picks_the_highest_common_version() -> None:
     assert negotiate_version(1) == 1
     assert negotiate_version(2) == 2
     assert negotiate_version(3) == 3
-    assert negotiate_version(7) == 3
+    assert negotiate_version(4) == 4
+    assert negotiate_version(7) == 4
     assert negotiate_version(0) is None
 
 
@@ -253,10 +255,10 @@ def test_a_turn_still_running_is_not_sent_in_part() -> None:
     assert not sched.idle()
     frames = FrameDecoder(embedded=RawHooks())
     frames.feed(link.client.data_to_send())
-    assert [[e.fields[0] for _, e in p.fields[0]] for p in frames] == [["first"]]
+    assert [[value for _, value in p.fields[0]] for p in frames] == [["first"]]
     sched.run_until_idle()
     frames.feed(link.client.data_to_send())
-    sent = [e.fields[0] for p in frames for _, e in p.fields[0]]
+    sent = [value for p in frames for _, value in p.fields[0]]
     assert sent == big
 
 
@@ -305,7 +307,7 @@ def test_a_failure_while_sending_a_batch_crashes_the_relay_actor_and_sends_none_
     frames.feed(relay.data_to_send())
     packets = list(frames)
     assert [p.label.name for p in packets] == ["turn", "error"]
-    assert [e.fields[0] for _, e in packets[0].fields[0]] == ["first"]
+    assert [value for _, value in packets[0].fields[0]] == ["first"]
 
 
 def test_closing_sends_what_committed_turns_sent_before_the_error() -> None:
@@ -317,7 +319,7 @@ def test_closing_sends_what_committed_turns_sent_before_the_error() -> None:
     frames.feed(link.client.data_to_send())
     packets = list(frames)
     assert [p.label.name for p in packets] == ["turn", "error"]
-    assert packets[0].fields[0][0][1] == record("message", "last words")
+    assert packets[0].fields[0] == ((0, "last words"),)
 
 
 def test_adds_before_removes_across_the_wire() -> None:
@@ -338,7 +340,7 @@ def test_the_hand_built_turn_packet_is_an_ordinary_record() -> None:
     assert len(data) == link.client.stats.bytes_out - start
     frames = FrameDecoder()
     frames.feed(data)
-    expected = Record(Symbol("turn"), (((0, record("message", ("x", 1))),),))
+    expected = Record(Symbol("turn"), (((0, ("x", 1)),),))
     assert list(frames) == [expected]
     link.server.receive(data)
     link.settle()
@@ -693,6 +695,30 @@ BAD_INPUTS = [
     ),
     ("bad embedded", b"", "malformed embedded reference"),  # built below
 ]
+HELLO4 = record("hello", BARE_EVENTS_VERSION, Symbol("peer"), "raw", FrozenDict())
+_BARE_SHAPE = "malformed event: expected an array of 1 to 3 items"
+BAD_INPUTS += [  # version 4: bare events
+    ("bare empty event", frames(HELLO4, turn(())), _BARE_SHAPE),
+    ("bare event too long", frames(HELLO4, turn((0, 1, 2, 3))), _BARE_SHAPE),
+    ("bare event not an array", frames(HELLO4, turn(5)), _BARE_SHAPE),
+    ("bare unknown oid", frames(HELLO4, turn((99, 1))), "unknown oid 99"),
+    ("bare assert at unknown oid", frames(HELLO4, turn((99, 1, 5))), "unknown oid 99"),
+    ("bare sync at unknown oid", frames(HELLO4, turn((9, WireRef(0, 3), True))), "unknown oid 9"),
+    ("bare bad oid", frames(HELLO4, turn((-1, 1))), "the oid is not"),
+    ("bare oid not an integer", frames(HELLO4, turn(("x", 1))), "the oid is not"),
+    ("bare bad handle", frames(HELLO4, turn((0, 1, -1))), "the handle is not"),
+    ("bare handle false", frames(HELLO4, turn((0, 1, False))), "the handle is not"),
+    ("bare sync peer", frames(HELLO4, turn((0, 3, True))), "peer of a sync"),
+    ("bare unknown yours oid", frames(HELLO4, turn((0, WireRef(1, 42)))), "unknown oid 42"),
+    ("bare handle reused", frames(HELLO4, turn((0, 1, 5), (0, 2, 5))), "handle 5 reused"),
+    ("bare unknown handle", frames(HELLO4, turn((7,))), "unknown handle 7"),
+    ("bare retract not a handle", frames(HELLO4, turn(("x",))), "the handle is not"),
+    (
+        "bare retracted twice",
+        frames(HELLO4, turn((0, 1, 5)), turn((5,))) + frames(turn((5,))),
+        "unknown handle 5",
+    ),
+]
 
 
 def _bad_embedded() -> bytes:
@@ -703,7 +729,11 @@ def _bad_embedded() -> bytes:
     return frames(HELLO) + Encoder(Liar()).encode_frame(turn((0, record("message", WireRef(0, 1)))))
 
 
-BAD_INPUTS[-1] = ("bad embedded", _bad_embedded(), "malformed embedded reference")
+BAD_INPUTS[BAD_INPUTS.index(("bad embedded", b"", "malformed embedded reference"))] = (
+    "bad embedded",
+    _bad_embedded(),
+    "malformed embedded reference",
+)
 
 
 @pytest.mark.parametrize(
@@ -723,9 +753,17 @@ def test_bad_input_closes_only_that_connection(data: bytes, reason: str) -> None
     assert not healthy.server.closed and sched.crashes == []
 
 
-def test_a_bad_packet_has_no_effect_at_all() -> None:
+@pytest.mark.parametrize(
+    "data",
+    [
+        frames(HELLO, turn((0, record("assert", "x", 1)), (0, record("retract", 9)))),
+        frames(HELLO4, turn((0, "x", 1), (9,))),
+    ],
+    ids=["records", "bare"],
+)
+def test_a_bad_packet_has_no_effect_at_all(data: bytes) -> None:
     sched, relay, rec, _ = victim()
-    relay.receive(frames(HELLO, turn((0, record("assert", "x", 1)), (0, record("retract", 9)))))
+    relay.receive(data)
     sched.run_until_idle()
     assert relay.closed and rec.events == []
 
@@ -930,28 +968,57 @@ def doc_forms(heading: str) -> dict[str, list[str]]:
     return forms
 
 
-def sample(label: str, fields: list[str]) -> Record:
-    return record(label, *(SAMPLE_FIELDS[f] for f in fields))
+def sample(label: str, fields: list[str], **given: Value) -> Record:
+    return record(label, *(given.get(f, SAMPLE_FIELDS.get(f)) for f in fields))
 
 
-def test_the_documented_packets_and_events_are_what_the_relay_speaks() -> None:
+def documented_event(version: int, label: str, **given: Value) -> tuple:
+    """The event ``label`` addressed to oid 0 as wire.md's Events table writes it in
+    ``version``, its fields sampled or ``given``."""
+    if version < BARE_EVENTS_VERSION:
+        return (0, sample(label, doc_forms("Events")[label], **given))
+    (cells,) = [c for c in doc_table("Events") if c[0].strip("`<").startswith(f"{label} ")]
+    names = cells[2].strip("`[]").split()  # the version 4 form, such as [oid value handle]
+    fields = {"oid": 0, "#t": True, **SAMPLE_FIELDS, **given}
+    return tuple(fields[name] for name in names)
+
+
+@pytest.mark.parametrize("version", [3, BARE_EVENTS_VERSION])
+def test_the_documented_packets_and_events_are_what_the_relay_speaks(version: int) -> None:
     packets, events = doc_forms("Packets"), doc_forms("Events")
     assert set(packets) == {"hello", "turn", "error", "auth", "ping", "pong"}  # auth: test_auth
     assert set(events) == {"assert", "retract", "message", "sync"}
-    hello = sample("hello", packets["hello"])
-    first = sample("assert", events["assert"])
-    stream = [hello, turn((0, first))]
-    stream += [turn((0, sample(label, fields))) for label, fields in events.items()]
+    assert BARE_EVENTS_VERSION == PROTOCOL_VERSION  # the newest version is the one documented
+    hello = sample("hello", packets["hello"], version=version)
+    stream = [hello, turn(documented_event(version, "assert"))]
+    stream += [turn(documented_event(version, label)) for label in events]
     sched, relay, rec, _ = victim()
     relay.receive(frames(*stream[:2]))
     sched.run_until_idle()
     assert not relay.closed and list(rec.live.values()) == [record("v", 1)]
-    relay.receive(frames(turn((0, sample("retract", events["retract"])))))
+    assert relay.version == version
+    relay.receive(frames(turn(documented_event(version, "retract"))))
     for label in ("message", "sync"):
-        relay.receive(frames(turn((0, sample(label, events[label])))))
+        relay.receive(frames(turn(documented_event(version, label))))
     sched.run_until_idle()
     assert not relay.closed, relay.close_reason
+    assert rec.events == [("+", record("v", 1)), ("-", record("v", 1)), ("!", record("v", 1))]
+    # ... and what it sends is in the same forms
     relay.data_to_send()
+    far = relay.remote_initial
+    held: list[Handle] = []
+    actor = act(sched, lambda t: held.append(t.publish(far, record("v", 1))))
+    act(sched, lambda t: t.message(far, record("v", 1)), actor)
+    act(sched, lambda t: t.retract(held[0]), actor)
+    sched.run_until_idle()
+    decoder = FrameDecoder(embedded=RawHooks())
+    decoder.feed(relay.data_to_send())
+    sent = [event for packet in decoder for event in packet.fields[0]]
+    handle = sent[0][-1] if version >= BARE_EVENTS_VERSION else sent[0][1].fields[1]
+    assert sent == [
+        documented_event(version, label, handle=handle)
+        for label in ("assert", "message", "retract")
+    ]
     relay.receive(frames(sample("ping", packets["ping"]), sample("pong", packets["pong"])))
     assert relay.data_to_send() == frames(sample("pong", packets["pong"]))  # one answer
     relay.receive(frames(sample("error", packets["error"])))

@@ -53,7 +53,7 @@ def test_a_reference_the_receiver_never_gave_is_refused_with_a_specific_reason()
     from feds.actor import Scheduler
 
     relay = Relay(Scheduler(), "n", CLIENT)
-    forged = Record(TURN, (((0, record("message", WireRef(YOURS, 99))),),))
+    forged = Record(TURN, (((0, WireRef(YOURS, 99)),),))
     hello = Hello(PROTOCOL_VERSION, CLIENT, "c", FrozenDict())
     relay.receive(encode_frame(hello.to_value()))
     relay.receive(raw_frame(forged))
