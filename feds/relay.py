@@ -71,6 +71,7 @@ from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
+    "BARE_EVENTS_VERSION",
     "CLIENT",
     "PEER",
     "PROTOCOL_VERSION",
