@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from feds.actor import Actor, Entity, Handle, Ref, Turn, TurnAction
 from feds.dataspace import observe
 from feds.patterns import match
-from feds.sim.history import Action, Checkpoint, Event, Instance, explain
+from feds.sim.history import BUDGET, Action, Checkpoint, Event, Instance, explain
 from feds.sim.shuffle import ShuffledOverlay
 from feds.values import Value
 
@@ -198,12 +198,13 @@ class Scenario:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def violations(self) -> list[str]:
-        """Every watcher whose history one dataspace cannot explain, with the reason."""
+    def violations(self, budget: int = BUDGET) -> list[str]:
+        """Every watcher whose history one dataspace cannot explain, with the reason (the
+        check visiting at most ``budget`` states for each)."""
         out = []
         for node, watchers in enumerate(self.watchers):
             for n, w in enumerate(watchers):
-                why = explain(w.history, self.instances[w], self.programs, self.checkpoints)
+                why = explain(w.history, self.instances[w], self.programs, self.checkpoints, budget)
                 if why is not None:
                     out.append(f"watcher {n}@n{node}: {why}")
         return out

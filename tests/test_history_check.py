@@ -8,7 +8,7 @@ different times) are accepted; each defect the property must find is rejected.
 from __future__ import annotations
 
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.sim.history import Action, Checkpoint, Instance, explain
+from feds.sim.history import GAVE_UP, Action, Checkpoint, Instance, explain
 from feds.values import Symbol, record
 
 A, B = Symbol("a"), Symbol("b")
@@ -219,3 +219,18 @@ def test_a_sync_may_find_another_senders_replacement_already_seen() -> None:
     # without the other sender's assertion, the withdrawal must have been heard
     alone = {**programs, "t": [Action(2, message=(Y,))]}
     assert explain(history, [only()], alone, checks) is not None
+
+
+def test_the_search_gives_up_past_its_budget_undecided() -> None:
+    """A search that needs more states than its budget says so, naming the budget; it is no
+    counterexample. The same history with the default budget is explained."""
+    pattern = rec_group(B, [DISCARD])
+    b1, b2, b3 = record("b", 1), record("b", 2), record("b", 3)
+    programs = {
+        "s": [Action(1, adds=(b1,)), Action(30, removes=(b1,))],
+        "t": [Action(2, adds=(b2,)), Action(10, removes=(b2,)), Action(20, adds=(b3,))],
+    }
+    quiet = [Checkpoint(5), Checkpoint(40)]
+    why = explain([(3, "+", ())], [only(pattern)], programs, quiet, budget=2)
+    assert why is not None and why.startswith(f"{GAVE_UP} after 2 states, undecided")
+    assert explain([(3, "+", ())], [only(pattern)], programs, quiet) is None

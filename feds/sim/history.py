@@ -42,7 +42,8 @@ guided by the history and memoised on the state, with a partial-order reduction 
 are taken only just before a move that they can change; see :func:`_search`); every quiet point
 pins the state down, so the search stays small between quiet points. A history that cannot be
 explained gets a report naming the first event that nothing could produce; a search that runs
-out of :data:`BUDGET` says so (:data:`GAVE_UP`): undecided, no counterexample.
+out of its budget of states (:data:`BUDGET` unless told) says so (:data:`GAVE_UP`): undecided,
+no counterexample.
 """
 
 from __future__ import annotations
@@ -61,12 +62,13 @@ Event = tuple[int, str, tuple]
 """``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
 
 BUDGET = 50_000
-"""States the search may visit before it gives up (and reports that it did). 5,000 left a
-history of observer-flood on the binary shape undecided in a run of 100 examples per case
-(``FEDS_PROPERTY_EXAMPLES=100``); 20,000 explained it. Only hard histories come near it: none of
-the fast suite's examples does."""
+"""States the search may visit, by default, before it gives up (and reports that it did).
+5,000 left a history of observer-flood on the binary shape undecided in a run of 100 examples
+per case (``FEDS_PROPERTY_EXAMPLES=100``); 20,000 explained it. Only hard histories come near
+it: none of the fast suite's examples does. A long run checks a history undecided at this
+budget again with a bigger one (``tests/test_federation.py``)."""
 GAVE_UP = "the check gave up"
-"""How a report of :func:`explain` starts when the search ran out of :data:`BUDGET`: that is
+"""How a report of :func:`explain` starts when the search ran out of its budget: that is
 no counterexample, only an undecided history."""
 COUNTEREXAMPLE = "no one-dataspace order explains it"
 NO_CEILING = 1 << 62
@@ -148,6 +150,8 @@ class _Problem:
     """What a move gives ``E`` (read only), by instance, positions, pair and action (a start
     at ``p``: ``-1 - p``): it depends on nothing else, and many states share them."""
     best: int = 0
+    budget: int = BUDGET
+    """States the search may visit before it gives up."""
 
 
 def explain(
@@ -155,9 +159,11 @@ def explain(
     instances: list[Instance],
     programs: dict[object, list[Action]],
     checkpoints: list[Checkpoint],
+    budget: int = BUDGET,
 ) -> str | None:
     """None if one dataspace explains ``history`` (see the module docstring), else why not:
-    a report starting with :data:`COUNTEREXAMPLE`, or with :data:`GAVE_UP` if undecided."""
+    a report starting with :data:`COUNTEREXAMPLE`, or with :data:`GAVE_UP` if undecided after
+    visiting ``budget`` states."""
     senders = list(programs)
     times = [[a.time for a in programs[s]] for s in senders]
     timeline = [("e", t, kind, c) for t, kind, c in history]
@@ -176,7 +182,7 @@ def explain(
     linked = [
         [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
     ]
-    problem = _Problem(timeline, instances, pairs, times, senders, produces, linked)
+    problem = _Problem(timeline, instances, pairs, times, senders, produces, linked, budget=budget)
     start = _State(
         0,
         frozenset(),
@@ -190,7 +196,7 @@ def explain(
         if _search(problem, start):
             return None
     except _GaveUp:
-        return f"{GAVE_UP} after {BUDGET} states, undecided (stuck at {_where(problem)})"
+        return f"{GAVE_UP} after {budget} states, undecided (stuck at {_where(problem)})"
     return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
 
 
@@ -312,7 +318,7 @@ def _search(problem: _Problem, state: _State) -> bool:
     if state in problem.visited:
         return False
     problem.visited.add(state)
-    if len(problem.visited) > BUDGET:
+    if len(problem.visited) > problem.budget:
         raise _GaveUp
     problem.best = max(problem.best, state.idx)
     timeline = problem.timeline
@@ -403,7 +409,7 @@ def _silent_closure(
             candidates += _moves(problem, current, previous, now, (), withdraw=True)
         for events, after, _counted in candidates:
             if not events and after not in seen:
-                if len(seen) > BUDGET:
+                if len(seen) > problem.budget:
                     raise _GaveUp
                 seen.add(after)
                 todo.append(after)
@@ -697,7 +703,7 @@ def _catch_up_with(
         for n, changes in reversed(steps):  # the first found is tried first
             nxt = (*at[:n], at[n] + 1, *at[n + 1 :])
             if nxt not in seen:
-                if len(seen) > BUDGET:
+                if len(seen) > problem.budget:
                     raise _GaveUp
                 seen.add(nxt)
                 after = view.copy()
