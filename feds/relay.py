@@ -107,7 +107,8 @@ PONG: Final = Symbol("pong")
 KEEPALIVE_VERSION: Final = 3
 """The first protocol version with ``<ping>`` and ``<pong>``."""
 BARE_EVENTS_VERSION: Final = 4
-"""The first protocol version whose events are bare arrays, not records (:func:`bare_event`)."""
+"""The first protocol version whose events are bare arrays, not records
+(:meth:`Relay._check_bare_event`)."""
 _ASSERT_NAME: Final = ASSERT.name  # events are told apart by name: a str compares fastest
 _RETRACT_NAME: Final = RETRACT.name
 _MESSAGE_NAME: Final = MESSAGE.name
