@@ -9,11 +9,15 @@ protocol, and as the peer in the same run the same events in one plain dataspace
 federation: client → dataspace → observer). Medians of ``--reps`` repetitions, interleaved.
 
 This isolates the CPU cost of the node, relay, codec and protocol code from sockets and task
-switches (``benchmarks/overlay.py`` measures those, end to end over TCP)::
+switches (``benchmarks/overlay.py`` measures those, end to end over TCP). The virtual network
+delivers only once every turn has run, so a run of events crosses each link in a packet or two;
+``--one-packet`` lets the chain settle after every event instead, so that each crosses each link
+in a packet of its own, as a round trip's message does: the difference is the per-packet cost::
 
     .venv/bin/python benchmarks/hop.py                        # all protocols, about 1 minute
     .venv/bin/python benchmarks/hop.py --protocols aggregate-subs --profile /tmp/hop.prof
     .venv/bin/python benchmarks/hop.py --cpu                  # CPU time: steadier when shared
+    .venv/bin/python benchmarks/hop.py --cpu --one-packet     # one packet per event per link
 """
 
 from __future__ import annotations
@@ -53,9 +57,15 @@ class Chain:
     """``n`` nodes in a chain over zero-latency virtual links, clients at both ends."""
 
     def __init__(
-        self, protocol: str, n: int, count: Callable[[str, object], None], batch: int = 1
+        self,
+        protocol: str,
+        n: int,
+        count: Callable[[str, object], None],
+        batch: int = 1,
+        one_packet: bool = False,
     ) -> None:
         self.batch = batch
+        self.one_packet = one_packet
         self.scheduler = s = Scheduler()
         nodes = [SimNode(s, f"n{i}", make_protocol(protocol)) for i in range(n)]
         s.run_until_idle()
@@ -82,6 +92,7 @@ class Chain:
         if self.batch == 1:
             for v in values:
                 self.workload.send(self.publisher, v)
+                self.settle_each()
         else:
             facet, access = self.publisher.actor_facet, self.publisher.node.access
             for i in range(0, len(values), self.batch):
@@ -95,17 +106,27 @@ class Chain:
         self.settle()
 
     def changes(self, values: list[Record]) -> None:
-        keys = [self.workload.assert_(self.publisher, v) for v in values]
+        keys = []
+        for v in values:
+            keys.append(self.workload.assert_(self.publisher, v))
+            self.settle_each()
         self.settle()
         for key in keys:
             self.workload.retract(self.publisher, key)
+            self.settle_each()
         self.settle()
+
+    def settle_each(self) -> None:
+        """With ``one_packet``, settle after an event: it crosses each link on its own."""
+        if self.one_packet:
+            self.settle()
 
 
 class Single:
     """The peer: the same client actions against one plain dataspace."""
 
-    def __init__(self, count: Callable[[str, object], None]) -> None:
+    def __init__(self, count: Callable[[str, object], None], one_packet: bool = False) -> None:
+        self.one_packet = one_packet
         self.scheduler = s = Scheduler()
         ds = Dataspace()
         self.watcher = Watcher(count)
@@ -125,6 +146,8 @@ class Single:
 
     def _act(self, action: Callable[[Turn], None]) -> None:
         self.scheduler.enqueue(self.facet.actor, self.facet, action)
+        if self.one_packet:  # as the chain settles after each event
+            self.scheduler.run_until_idle()
 
     def messages(self, values: list[Record]) -> None:
         for v in values:
@@ -185,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="messages the publisher sends per turn (default 1; overlay.py's clients batch)",
     )
+    parser.add_argument(
+        "--one-packet",
+        action="store_true",
+        help="settle the chain after every event, so that each crosses each link in a packet of"
+        " its own (as in a round trip; not with --batch)",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of one repetition")
     parser.add_argument(
         "--cpu",
@@ -192,11 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         help="measure the process's CPU time instead of wall time (steadier on a shared machine)",
     )
     args = parser.parse_args(argv)
+    if args.one_packet and args.batch != 1:
+        parser.error("--one-packet sends one message per packet: it takes no --batch")
     clock = time.process_time if args.cpu else time.perf_counter
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
     arrivals = {name: Arrivals() for name in [PLAIN, *names]}
-    systems: dict[str, Chain | Single] = {PLAIN: Single(arrivals[PLAIN])}
-    systems.update((name, Chain(name, args.nodes, arrivals[name], args.batch)) for name in names)
+    systems: dict[str, Chain | Single] = {PLAIN: Single(arrivals[PLAIN], args.one_packet)}
+    systems.update(
+        (name, Chain(name, args.nodes, arrivals[name], args.batch, args.one_packet))
+        for name in names
+    )
     kinds = ("messages", "changes")
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
     first = 0
@@ -217,9 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         profiler.disable()
         profiler.dump_stats(args.profile)
     what = "CPU time" if args.cpu else "wall time"
+    packets = ", one packet per event per link" if args.one_packet else ""
     print(
         f"{args.nodes}-node chain, {args.events} events, {args.batch} message(s) per publisher"
-        f" turn, median of {args.reps} reps, {what}"
+        f" turn{packets}, median of {args.reps} reps, {what}"
     )
     header = f"{'system':16} {'kind':9} {'µs/event':>9} {'turns/event':>12} {'÷ one dataspace':>16}"
     print(header)

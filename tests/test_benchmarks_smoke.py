@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks import hop
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
@@ -33,3 +35,29 @@ def test_hop_benchmark_short_run() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("one dataspace", "copy-up", "observer-flood", "aggregate-subs"):
         assert name in result.stdout
+
+
+def test_hop_one_packet_sends_each_message_across_each_link_on_its_own() -> None:
+    """``--one-packet`` settles the chain after every message, so each crosses every link in a
+    packet of its own (what a round trip's message costs); without it a run of messages
+    crosses each link in a packet or two."""
+
+    def packets_per_link(one_packet: bool) -> list[int]:
+        chain = hop.Chain("aggregate-subs", 3, hop.Arrivals(), one_packet=one_packet)
+        relays = [link.child_relay for link in chain.network.links]
+        before = [relay.stats.packets_out for relay in relays]
+        chain.messages([hop.Record(hop.BENCH, (i, hop.PAYLOAD)) for i in range(20)])
+        return [relay.stats.packets_out - b for relay, b in zip(relays, before, strict=True)]
+
+    assert packets_per_link(one_packet=True) == [20, 20]
+    assert max(packets_per_link(one_packet=False)) <= 2
+    argv = ["--one-packet", "--events", "20", "--reps", "1", "--protocols", "observer-flood"]
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "hop.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "one packet per event per link" in result.stdout
