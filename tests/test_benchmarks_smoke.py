@@ -11,30 +11,29 @@ from benchmarks import hop
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_dataspace_benchmark_quick_run() -> None:
+def run_benchmark(script: str, *argv: str) -> str:
+    """Run ``benchmarks/script`` with ``argv``; its output, once it has exited cleanly."""
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "dataspace.py"), "--quick"],
+        [sys.executable, str(BENCHMARKS / script), *argv],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "assert+retract pairs/s" in result.stdout
-    assert "targets" in result.stdout
+    return result.stdout
+
+
+def test_dataspace_benchmark_quick_run() -> None:
+    out = run_benchmark("dataspace.py", "--quick")
+    assert "assert+retract pairs/s" in out
+    assert "targets" in out
 
 
 def test_hop_benchmark_short_run() -> None:
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "hop.py"), "--events", "50", "--reps", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    out = run_benchmark("hop.py", "--events", "50", "--reps", "1")
     for name in ("one dataspace", "copy-up", "observer-flood", "aggregate-subs"):
-        assert name in result.stdout
+        assert name in out
 
 
 def test_hop_one_packet_sends_each_message_across_each_link_on_its_own() -> None:
@@ -52,12 +51,4 @@ def test_hop_one_packet_sends_each_message_across_each_link_on_its_own() -> None
     assert packets_per_link(one_packet=True) == [20, 20]
     assert max(packets_per_link(one_packet=False)) <= 2
     argv = ["--one-packet", "--events", "20", "--reps", "1", "--protocols", "observer-flood"]
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "hop.py"), *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "one packet per event per link" in result.stdout
+    assert "one packet per event per link" in run_benchmark("hop.py", *argv)
