@@ -52,3 +52,13 @@ def test_hop_one_packet_sends_each_message_across_each_link_on_its_own() -> None
     assert max(packets_per_link(one_packet=False)) <= 2
     argv = ["--one-packet", "--events", "20", "--reps", "1", "--protocols", "observer-flood"]
     assert "one packet per event per link" in run_benchmark("hop.py", *argv)
+
+
+def test_crossing_benchmark_short_run() -> None:
+    """``crossing.py`` replays the packet node b received for one message; each replay must
+    send exactly one event on (the script checks it), and the floor node must route each."""
+    out = run_benchmark("crossing.py", "--replays", "200", "--reps", "1")
+    for row in ("decoding", "turns and packet out", "whole crossing", "floor node"):
+        assert row in out
+    for name in ("copy-up", "observer-flood", "aggregate-subs"):
+        assert name in out

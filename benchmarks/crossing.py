@@ -1,0 +1,256 @@
+"""One node crossing by part, in one process: what a one-message packet costs a node.
+
+``hop.py``'s chain (``a`` ← ``b`` ← ``c`` over zero-latency virtual links, a subscriber at
+``a``) carries warm-up messages, then one more message from ``c``; the packet ``b`` receives
+for it is captured. That packet is then handed to ``b``'s relay ``--replays`` times, as it came
+off the network, and each part of ``b``'s work is timed:
+
+* *framing*: the frame taken from the bytes (``FrameDecoder.feed`` and ``next_value``, with the
+  relay's check of the packet's length), without the decoding;
+* *decoding*: ``Decoder.decode`` of the frame: msgpack and the codec's hooks, which make the
+  records and look up the references;
+* *relay checks and queueing*: the rest of ``Relay.receive``: the packet's and each event's
+  checks, and queueing the event for its target (the relay's receive minus the two above);
+* *turns and packet out*: the node's turns for the event (its rules, the fragment's dispatch,
+  the proxy of the next hop encoding it) and the packet for ``a`` taken from the uplink relay.
+
+Beside them, the same for a floor node (``floor.py``'s sans-IO router: decode, one dict
+lookup, encode, the frame written) routing a frame of one message with the same payload. Also
+Python calls per crossing (cProfile, built-ins included) for both. Medians of ``--reps``
+repetitions, interleaved across protocols; the replays check that ``b`` sends exactly one
+event on each time, so a replay that is not a crossing fails the run::
+
+    .venv/bin/python benchmarks/crossing.py                       # about 20 seconds
+    .venv/bin/python benchmarks/crossing.py --protocols aggregate-subs --replays 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgpack
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.floor import SUBSCRIBE, Port, Router
+from benchmarks.hop import BENCH, PAYLOAD, Arrivals, Chain, measure
+from feds.protocols import protocol_names
+from feds.relay import Relay
+from feds.values import Record
+
+PARTS = ("framing", "decoding", "relay checks and queueing", "turns and packet out")
+WARM_UP = 200
+
+
+class Crossing:
+    """The middle node of a chain, and the packet it receives for one message."""
+
+    def __init__(self, protocol: str) -> None:
+        arrivals = Arrivals()
+        self.chain = chain = Chain(protocol, 3, arrivals, one_packet=True)
+        measure(chain, arrivals, "messages", WARM_UP, 0)
+        self.relay: Relay = chain.network.links[1].parent_relay  # b's end of the link to c
+        self.uplink: Relay = chain.network.links[0].child_relay  # b's end of the link to a
+        captured: list[bytes] = []
+        receive = self.relay.receive
+
+        def capture(data: bytes) -> None:
+            captured.append(bytes(data))
+            receive(data)
+
+        self.relay.receive = capture  # type: ignore[method-assign]
+        try:
+            chain.messages([Record(BENCH, (WARM_UP, PAYLOAD))])
+        finally:
+            del self.relay.receive
+        if len(captured) != 1:
+            raise SystemExit(f"{protocol}: {len(captured)} packets reached b for one message")
+        self.data = captured[0]
+        self.frame = self.data[4:]
+        self.scheduler = chain.scheduler
+
+    def measure(self, replays: int, meter: Callable[[], Meter]) -> dict[str, float]:
+        """Each part's cost (:data:`PARTS`) per crossing, by new meters made by ``meter``."""
+        relay, uplink, scheduler, data = self.relay, self.uplink, self.scheduler, self.data
+        received, turns = meter(), meter()
+        sent = uplink.stats.events_out
+        gc.collect()
+        for _ in range(replays):
+            received.start()
+            relay.receive(data)
+            received.stop()
+            turns.start()
+            scheduler.run_until_idle()
+            uplink.data_to_send()
+            turns.stop()
+        if uplink.stats.events_out - sent != replays:
+            raise SystemExit(f"{replays} replays sent {uplink.stats.events_out - sent} events on")
+        # Decoding alone holds the references it decodes (a receive releases them once the
+        # events are queued): harmless to a benchmark, so it is measured after the crossings.
+        frames, frame = relay._frames, self.frame
+        framed, decoded = meter(), meter()
+        for _ in range(replays):
+            framed.start()
+            frames.feed(data)
+            frames.next_value()
+            framed.stop()
+        for _ in range(replays):
+            decoded.start()
+            frames.decoder.decode(frame)
+            decoded.stop()
+        return {
+            "framing": framed.per(replays) - decoded.per(replays),
+            "decoding": decoded.per(replays),
+            "relay checks and queueing": received.per(replays) - framed.per(replays),
+            "turns and packet out": turns.per(replays),
+        }
+
+
+class FloorNode:
+    """A floor node's router between two ports, one of which asked for the subject ``bench``,
+    and a frame of one message for it from the other."""
+
+    def __init__(self) -> None:
+        self.router = router = Router()
+        self.source, self.out = _Written(), _Written()
+        router.attach(self.source)
+        router.attach(self.out)
+        router.route(self.out, _frame([[SUBSCRIBE, BENCH.name]]))
+        self.data = _frame([[BENCH.name, [WARM_UP, PAYLOAD]]])
+
+    def measure(self, replays: int, meter: Callable[[], Meter]) -> float:
+        """The cost of routing the frame, per frame, checking that each was written on."""
+        route, source, data = self.router.route, self.source, self.data
+        routed = meter()
+        before = self.out.written
+        gc.collect()
+        for _ in range(replays):
+            routed.start()
+            for port in route(source, data):
+                port.flush()
+            routed.stop()
+        if self.out.written - before != replays:
+            raise SystemExit("the floor node did not route every frame")
+        return routed.per(replays)
+
+
+class _Written(Port):
+    """A port that counts the frames written to it."""
+
+    written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += 1
+
+
+def _frame(items: list) -> bytes:
+    body = msgpack.packb(items)
+    return len(body).to_bytes(4, "big") + body
+
+
+class Meter:
+    """Adds up what the code between each :meth:`start` and :meth:`stop` costs."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def per(self, count: int) -> float:
+        """The total over ``count``."""
+        raise NotImplementedError
+
+
+class Clock(Meter):
+    """In microseconds of wall time."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self._began = 0
+
+    def start(self) -> None:
+        self._began = time.perf_counter_ns()
+
+    def stop(self) -> None:
+        self.total += time.perf_counter_ns() - self._began
+
+    def per(self, count: int) -> float:
+        return self.total / count / 1000
+
+
+class Calls(Meter):
+    """In Python function calls, built-ins included (cProfile; its own ``disable`` not)."""
+
+    def __init__(self) -> None:
+        self.profiler = cProfile.Profile()
+
+    def start(self) -> None:
+        self.profiler.enable()
+
+    def stop(self) -> None:
+        self.profiler.disable()
+
+    def per(self, count: int) -> float:
+        rows = pstats.Stats(self.profiler).stats  # type: ignore[attr-defined]
+        total = sum(row[1] for key, row in rows.items() if key[2] != _DISABLE)
+        return total / count
+
+
+_DISABLE = "<method 'disable' of '_lsprof.Profiler' objects>"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--protocols", default="all", help="comma-separated, or all")
+    parser.add_argument("--replays", type=int, default=20000, help="crossings per repetition")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
+    args = parser.parse_args(argv)
+    names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
+    crossings = {name: Crossing(name) for name in names}
+    floor = FloorNode()
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    floor_samples: list[float] = []
+    for _ in range(args.reps):
+        floor_samples.append(floor.measure(args.replays, Clock))
+        for name, crossing in crossings.items():
+            samples[name].append(crossing.measure(args.replays, Clock))
+    us = {
+        name: {part: statistics.median(x[part] for x in s) for part in PARTS}
+        for name, s in samples.items()
+    }
+    profiled = min(args.replays, 2000)
+    calls = {name: crossing.measure(profiled, Calls) for name, crossing in crossings.items()}
+    rows = [(part, {n: (us[n][part], calls[n][part]) for n in names}) for part in PARTS]
+    whole = {n: (sum(us[n].values()), sum(calls[n].values())) for n in names}
+    rows.append(("whole crossing", whole))
+    floor_us, floor_calls = statistics.median(floor_samples), floor.measure(profiled, Calls)
+    print(
+        f"One message crossing node b in a packet of its own (3-node chain, {args.replays}"
+        f" replays, median of {args.reps} reps): µs and Python calls per crossing"
+    )
+    print(f"{'':27}" + "".join(f"{n:>20}" for n in names))
+    for label, cells in rows:
+        print(f"{label:27}" + "".join(f"{cells[n][0]:>12.2f}{cells[n][1]:>8.0f}" for n in names))
+    ratios = "".join(
+        f"{whole[n][0] / floor_us:>12.1f}{whole[n][1] / floor_calls:>8.1f}" for n in names
+    )
+    print(f"{'÷ the floor node':27}{ratios}")
+    print(f"{'packet bytes':27}" + "".join(f"{len(crossings[n].data):>20}" for n in names))
+    print(
+        f"floor node (decode, one dict lookup, encode, write): {floor_us:.2f} µs,"
+        f" {floor_calls:.0f} Python calls, {len(floor.data)} bytes"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
