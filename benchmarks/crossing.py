@@ -1,9 +1,10 @@
-"""One node crossing by part, in one process: what a one-message packet costs a node.
+"""One node crossing by part, in one process: what a packet of messages costs a node.
 
 ``hop.py``'s chain (``a`` ← ``b`` ← ``c`` over zero-latency virtual links, a subscriber at
-``a``) carries warm-up messages, then one more message from ``c``; the packet ``b`` receives
-for it is captured. That packet is then handed to ``b``'s relay ``--replays`` times, as it came
-off the network, and each part of ``b``'s work is timed:
+``a``) carries warm-up messages, then one more packet of ``--batch`` messages (default 1: a
+round trip's case; 100: a stream's) from ``c``; the packet ``b`` receives for them is captured.
+That packet is then handed to ``b``'s relay ``--replays`` times, as it came off the network,
+and each part of ``b``'s work is timed, per message:
 
 * *framing*: the frame taken from the bytes (``FrameDecoder.feed`` and ``next_value``, with the
   relay's check of the packet's length), without the decoding;
@@ -15,12 +16,13 @@ off the network, and each part of ``b``'s work is timed:
   the proxy of the next hop encoding it) and the packet for ``a`` taken from the uplink relay.
 
 Beside them, the same for a floor node (``floor.py``'s sans-IO router: decode, one dict
-lookup, encode, the frame written) routing a frame of one message with the same payload. Also
-Python calls per crossing (cProfile, built-ins included) for both. Medians of ``--reps``
-repetitions, interleaved across protocols; the replays check that ``b`` sends exactly one
-event on each time, so a replay that is not a crossing fails the run::
+lookup, encode, the frame written) routing a frame of as many messages with the same payload.
+Also Python calls per message (cProfile, built-ins included) for both. Medians of ``--reps``
+repetitions, interleaved across protocols; the replays check that ``b`` sends every message
+on each time, so a replay that is not a crossing fails the run::
 
     .venv/bin/python benchmarks/crossing.py                       # about 20 seconds
+    .venv/bin/python benchmarks/crossing.py --batch 100           # the throughput's case
     .venv/bin/python benchmarks/crossing.py --protocols aggregate-subs --replays 50000
 """
 
@@ -51,11 +53,12 @@ WARM_UP = 200
 
 
 class Crossing:
-    """The middle node of a chain, and the packet it receives for one message."""
+    """The middle node of a chain, and the packet it receives for ``batch`` messages."""
 
-    def __init__(self, protocol: str) -> None:
+    def __init__(self, protocol: str, batch: int = 1) -> None:
+        self.batch = batch
         arrivals = Arrivals()
-        self.chain = chain = Chain(protocol, 3, arrivals, one_packet=True)
+        self.chain = chain = Chain(protocol, 3, arrivals, batch=batch, one_packet=batch == 1)
         measure(chain, arrivals, "messages", WARM_UP, 0)
         self.relay: Relay = chain.network.links[1].parent_relay  # b's end of the link to c
         self.uplink: Relay = chain.network.links[0].child_relay  # b's end of the link to a
@@ -68,17 +71,17 @@ class Crossing:
 
         self.relay.receive = capture  # type: ignore[method-assign]
         try:
-            chain.messages([Record(BENCH, (WARM_UP, PAYLOAD))])
+            chain.messages([Record(BENCH, (WARM_UP + i, PAYLOAD)) for i in range(batch)])
         finally:
             del self.relay.receive
         if len(captured) != 1:
-            raise SystemExit(f"{protocol}: {len(captured)} packets reached b for one message")
+            raise SystemExit(f"{protocol}: {len(captured)} packets reached b for {batch} messages")
         self.data = captured[0]
         self.frame = self.data[4:]
         self.scheduler = chain.scheduler
 
     def measure(self, replays: int, meter: Callable[[], Meter]) -> dict[str, float]:
-        """Each part's cost (:data:`PARTS`) per crossing, by new meters made by ``meter``."""
+        """Each part's cost (:data:`PARTS`) per message, by new meters made by ``meter``."""
         relay, uplink, scheduler, data = self.relay, self.uplink, self.scheduler, self.data
         received, turns = meter(), meter()
         sent = uplink.stats.events_out
@@ -91,8 +94,11 @@ class Crossing:
             scheduler.run_until_idle()
             uplink.data_to_send()
             turns.stop()
-        if uplink.stats.events_out - sent != replays:
-            raise SystemExit(f"{replays} replays sent {uplink.stats.events_out - sent} events on")
+        if uplink.stats.events_out - sent != replays * self.batch:
+            raise SystemExit(
+                f"{replays} replays of {self.batch} messages sent"
+                f" {uplink.stats.events_out - sent} events on"
+            )
         # Decoding alone holds the references it decodes (a receive releases them once the
         # events are queued): harmless to a benchmark, so it is measured after the crossings.
         frames, frame = relay._frames, self.frame
@@ -106,28 +112,30 @@ class Crossing:
             decoded.start()
             frames.decoder.decode(frame)
             decoded.stop()
+        messages = replays * self.batch
         return {
-            "framing": framed.per(replays) - decoded.per(replays),
-            "decoding": decoded.per(replays),
-            "relay checks and queueing": received.per(replays) - framed.per(replays),
-            "turns and packet out": turns.per(replays),
+            "framing": framed.per(messages) - decoded.per(messages),
+            "decoding": decoded.per(messages),
+            "relay checks and queueing": received.per(messages) - framed.per(messages),
+            "turns and packet out": turns.per(messages),
         }
 
 
 class FloorNode:
     """A floor node's router between two ports, one of which asked for the subject ``bench``,
-    and a frame of one message for it from the other."""
+    and a frame of ``batch`` messages for it from the other."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch: int = 1) -> None:
+        self.batch = batch
         self.router = router = Router()
         self.source, self.out = _Written(), _Written()
         router.attach(self.source)
         router.attach(self.out)
         router.route(self.out, _frame([[SUBSCRIBE, BENCH.name]]))
-        self.data = _frame([[BENCH.name, [WARM_UP, PAYLOAD]]])
+        self.data = _frame([[BENCH.name, [WARM_UP + i, PAYLOAD]] for i in range(batch)])
 
     def measure(self, replays: int, meter: Callable[[], Meter]) -> float:
-        """The cost of routing the frame, per frame, checking that each was written on."""
+        """The cost of routing the frame, per message, checking that each was written on."""
         route, source, data = self.router.route, self.source, self.data
         routed = meter()
         before = self.out.written
@@ -139,7 +147,7 @@ class FloorNode:
             routed.stop()
         if self.out.written - before != replays:
             raise SystemExit("the floor node did not route every frame")
-        return routed.per(replays)
+        return routed.per(replays * self.batch)
 
 
 class _Written(Port):
@@ -211,43 +219,54 @@ _DISABLE = "<method 'disable' of '_lsprof.Profiler' objects>"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocols", default="all", help="comma-separated, or all")
-    parser.add_argument("--replays", type=int, default=20000, help="crossings per repetition")
+    parser.add_argument(
+        "--batch", type=int, default=1, help="messages in the packet (default 1, as a round trip)"
+    )
+    parser.add_argument(
+        "--replays",
+        type=int,
+        help="crossings per repetition (default: 20,000 messages' worth, at least 100)",
+    )
     parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
     args = parser.parse_args(argv)
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+    replays = args.replays or max(100, 20000 // args.batch)
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
-    crossings = {name: Crossing(name) for name in names}
-    floor = FloorNode()
+    crossings = {name: Crossing(name, args.batch) for name in names}
+    floor = FloorNode(args.batch)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     floor_samples: list[float] = []
     for _ in range(args.reps):
-        floor_samples.append(floor.measure(args.replays, Clock))
+        floor_samples.append(floor.measure(replays, Clock))
         for name, crossing in crossings.items():
-            samples[name].append(crossing.measure(args.replays, Clock))
+            samples[name].append(crossing.measure(replays, Clock))
     us = {
         name: {part: statistics.median(x[part] for x in s) for part in PARTS}
         for name, s in samples.items()
     }
-    profiled = min(args.replays, 2000)
+    profiled = min(replays, max(10, 2000 // args.batch))
     calls = {name: crossing.measure(profiled, Calls) for name, crossing in crossings.items()}
     rows = [(part, {n: (us[n][part], calls[n][part]) for n in names}) for part in PARTS]
     whole = {n: (sum(us[n].values()), sum(calls[n].values())) for n in names}
     rows.append(("whole crossing", whole))
     floor_us, floor_calls = statistics.median(floor_samples), floor.measure(profiled, Calls)
+    what = "one message in a packet of its own" if args.batch == 1 else f"{args.batch} messages"
     print(
-        f"One message crossing node b in a packet of its own (3-node chain, {args.replays}"
-        f" replays, median of {args.reps} reps): µs and Python calls per crossing"
+        f"Node b crossed by {what} (3-node chain, {replays} replays, median of {args.reps}"
+        " reps): µs and Python calls per message"
     )
     print(f"{'':27}" + "".join(f"{n:>20}" for n in names))
     for label, cells in rows:
-        print(f"{label:27}" + "".join(f"{cells[n][0]:>12.2f}{cells[n][1]:>8.0f}" for n in names))
+        print(f"{label:27}" + "".join(f"{cells[n][0]:>12.2f}{cells[n][1]:>8.1f}" for n in names))
     ratios = "".join(
         f"{whole[n][0] / floor_us:>12.1f}{whole[n][1] / floor_calls:>8.1f}" for n in names
     )
     print(f"{'÷ the floor node':27}{ratios}")
     print(f"{'packet bytes':27}" + "".join(f"{len(crossings[n].data):>20}" for n in names))
     print(
-        f"floor node (decode, one dict lookup, encode, write): {floor_us:.2f} µs,"
-        f" {floor_calls:.0f} Python calls, {len(floor.data)} bytes"
+        f"floor node (decode, one dict lookup, encode, write): {floor_us:.2f} µs and"
+        f" {floor_calls:.1f} Python calls per message, {len(floor.data)} bytes"
     )
     return 0
 

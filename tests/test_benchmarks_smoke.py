@@ -55,10 +55,14 @@ def test_hop_one_packet_sends_each_message_across_each_link_on_its_own() -> None
 
 
 def test_crossing_benchmark_short_run() -> None:
-    """``crossing.py`` replays the packet node b received for one message; each replay must
-    send exactly one event on (the script checks it), and the floor node must route each."""
+    """``crossing.py`` replays the packet node b received for one message (or ``--batch``
+    messages); each replay must send every message on (the script checks it), and the floor
+    node must route each."""
     out = run_benchmark("crossing.py", "--replays", "200", "--reps", "1")
     for row in ("decoding", "turns and packet out", "whole crossing", "floor node"):
         assert row in out
     for name in ("copy-up", "observer-flood", "aggregate-subs"):
         assert name in out
+    assert "crossed by 10 messages" in run_benchmark(
+        "crossing.py", "--batch", "10", "--replays", "20", "--reps", "1"
+    )
