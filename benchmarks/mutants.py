@@ -139,6 +139,13 @@ MUTANTS = [
         "aggregate-subs also relays <pub> to its own fragment as a next hop (drops t ≠ f)",
     ),
     Mutant(
+        "aggregate-inbox-hop",
+        "feds/protocols/aggregate_subs.py",
+        "lambda x: (a, Record(PUB, (b, pat, x)))",
+        "lambda x: (a, Record(PUB, (a, pat, x)))",
+        "an aggregate-subs inbox labels what it receives with its own fragment, not the neighbour",
+    ),
+    Mutant(
         "aggregate-no-local-pub",
         "feds/protocols/aggregate_subs.py",
         "relay(t, f, rec_group(LOCAL, [pat]), lambda vs: (f, Record(PUB, (f, pat, vs))))",

@@ -179,10 +179,11 @@ def depth_table(results: dict[str, SimResult]) -> str:
 
 
 def latency_table(results: dict[str, SimResult]) -> str:
-    lines = ["| protocol | mean | p50 | p95 | max |", "|---|---|---|---|---|"]
+    lines = ["| protocol | mean | p50 | p95 | max | link bytes |", "|---|---|---|---|---|---|"]
     for p, r in results.items():
         s = latency_summary(r.assert_latency + r.message_latency)
         cells = [f"{s[k] * 1000:.1f}" for k in ("mean", "p50", "p95", "max")]
+        cells.append(f"{r.traffic('bytes'):,}")
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

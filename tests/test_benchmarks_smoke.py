@@ -66,3 +66,11 @@ def test_crossing_benchmark_short_run() -> None:
     assert "crossed by 10 messages" in run_benchmark(
         "crossing.py", "--batch", "10", "--replays", "20", "--reps", "1"
     )
+
+
+def test_stream_cpu_benchmark_short_run() -> None:
+    """``stream_cpu.py`` carries a short stream over a real 3-process chain and splits its CPU
+    by process (no timing is asserted)."""
+    out = run_benchmark("stream_cpu.py", "--reps", "1", "--events", "300")
+    assert "| protocol | messages/s | node a | node b | node c | clients | sum |" in out
+    assert "| aggregate-subs |" in out

@@ -6,10 +6,14 @@ Schema (seed, with an inbox added to ``Sub``, and ``At`` kept as deliveries, not
 
 * Local access wraps ``v`` as ``<local v>``.
 * Half-uplink a→b: while some ``<sub f pat _>`` at ``a`` has f ≠ b, ``a`` holds one *inbox* for
-  ``pat`` (an entity re-asserting in ``a`` whatever it receives) and ``<sub a pat inbox>`` at b.
+  ``pat`` (an entity re-asserting in ``a`` whatever it receives as ``<pub b pat x>``) and
+  ``<sub a pat inbox>`` at b.
 * In ``f``, each distinct ``<sub _ pat _>`` publishes local matches ``vs`` as ``<pub f pat vs>``.
 * In ``f``, each ``<sub t pat inbox>`` with t ≠ f relays each ``<pub a pat x>`` with a ≠ t as
-  ``<at inbox <pub f pat x>>`` (next hop ``t``, previous hop relabelled ``f``).
+  ``<at inbox x>``, which the inbox makes ``<pub f pat x>`` at ``t`` (next hop ``t``, previous
+  hop relabelled ``f``). The seed's ``<at inbox <pub f pat x>>`` with the record made where it
+  lands: an inbox stands for one ``f`` and one ``pat``, so only the captures cross the link,
+  and a node passing a match on neither decodes nor encodes its label, hop or pattern.
 * A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat f>`` and receives each
   ``<pub _ pat x>`` as ``x`` (its own fragment's matches straight from ``<local pat>``, the same
   ``x`` as ``<pub f pat x>`` but not stopped and restarted with the rule that makes those).
@@ -83,7 +87,7 @@ class AggregateSubs(Protocol):
                 f,
                 rec_group(PUB, [bind(), lit(pat), bind()]),
                 at,
-                lambda c: None if c[0] == hop else (inbox, Record(PUB, (f, pat, c[1]))),
+                lambda c: None if c[0] == hop else (inbox, c[1]),
             )
 
         during(turn, f, rec_group(SUB, [bind(), bind(), bind()]), next_hop)
@@ -100,6 +104,7 @@ class AggregateSubs(Protocol):
 
 class _Wants(Sink):
     """Half-link a→b: one inbox and one ``<sub a pat inbox>`` at b per pattern wanted from b.
+    The inbox re-asserts at a each captures vector ``x`` b gives it as ``<pub b pat x>``.
 
     ``pat`` is wanted from b while a local observer of ``pat`` or a ``<sub s pat _>`` with s
     neither ``a`` nor ``b`` is at ``a``. Each time it becomes wanted, a new facet holds a new
@@ -121,9 +126,9 @@ class _Wants(Sink):
             self.wants[pat] = (1, turn.new_facet(lambda t: self._ask(t, pat)))
 
     def _ask(self, turn: Turn, pat: Value) -> None:
-        a = self.a
-        inbox = relay_object(turn, lambda x: (a, x))
-        turn.publish(self.b, Record(SUB, (a, pat, inbox)))
+        a, b = self.a, self.b
+        inbox = relay_object(turn, lambda x: (a, Record(PUB, (b, pat, x))))
+        turn.publish(b, Record(SUB, (a, pat, inbox)))
 
     def remove(self, turn: Turn, pat: Value) -> None:
         count, facet = self.wants[pat]

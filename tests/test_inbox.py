@@ -1,0 +1,73 @@
+"""aggregate-subs' inboxes: a match crosses a link as its captures alone, and the inbox that
+receives it makes it ``<pub b pat x>`` in its own fragment (``protocols/aggregate-subs.md``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from feds.actor import Turn
+from feds.pattern_forms import bind, rec_group
+from feds.protocols.aggregate_subs import PUB, SUB
+from feds.relay import Relay
+from feds.sim.reference import Workload
+from feds.values import Record, Symbol, record
+from tests.test_federation import Overlay
+
+A = Symbol("a")
+
+
+def test_only_the_captures_of_a_match_cross_a_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over a chain n0 ← n1 ← n2, a message and an assertion published at n2 for an observer
+    at n0 cross each link as their captures vector: no ``<pub …>`` record, no hop, no pattern."""
+    overlay = Overlay("aggregate-subs", [0, 1], wire=True)
+    work = Workload(overlay.scheduler)
+    subscriber, publisher = work.attach(overlay.nodes[0]), work.attach(overlay.nodes[2])
+    key = work.observe(subscriber, rec_group(A, [bind()]))
+    overlay.settle()
+    crossed: list[tuple] = []
+    check = Relay._check_bare_event
+
+    def spy(self: Relay, item: tuple) -> tuple:
+        crossed.append(item)
+        return check(self, item)
+
+    monkeypatch.setattr(Relay, "_check_bare_event", spy)
+    work.send(publisher, record("a", 1))
+    work.assert_(publisher, record("a", 2))
+    overlay.settle()
+    _handle, watcher, _pattern = subscriber.observers[key]
+    assert watcher.messages == [(1,)] and list(watcher.current.values()) == [(2,)]
+    # [oid value] is a message, [oid value handle] an assertion; one of each per link
+    assert sorted((len(item), item[1]) for item in crossed) == [
+        (2, (1,)),
+        (2, (1,)),
+        (3, (2,)),
+        (3, (2,)),
+    ]
+
+
+def test_an_inbox_puts_what_it_receives_into_its_fragment_as_its_neighbours_pub() -> None:
+    """Whatever a neighbour asserts or sends at an inbox enters the inbox's fragment only as
+    ``<pub neighbour pat x>``: the neighbour cannot put any other record there."""
+    overlay = Overlay("aggregate-subs", [0], wire=False)  # n0 ← n1
+    n0, n1 = overlay.nodes
+    work = Workload(overlay.scheduler)
+    pattern = rec_group(A, [bind()])
+    work.observe(work.attach(n0), pattern)
+    overlay.settle()
+    (sub,) = [
+        v
+        for v in n1.dataspace.assertions.values()
+        if v.__class__ is Record and v.label == SUB and v.fields[0] == n0.fragment
+    ]
+    inbox = sub.fields[2]
+    forged = record("local", Record(Symbol("Observe"), (pattern, inbox)))
+
+    def intrude(t: Turn) -> None:
+        t.publish(inbox, forged)
+
+    overlay.scheduler.spawn(intrude, name="neighbour")
+    overlay.settle()
+    held = list(n0.dataspace.assertions.values())
+    assert forged not in held
+    assert Record(PUB, (n1.fragment, sub.fields[1], forged)) in held
