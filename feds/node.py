@@ -7,9 +7,12 @@ A node lives in one actor. Its entities:
   protocol's envelope before it enters the fragment, so the fragment looks like a plain dataspace;
   a ``sync`` at local access is a *federated* sync (below);
 * the **node service** — what a neighbour talks to. A child asserts
-  ``<uplink child-fragment child-service reply>`` at its parent's service; the parent answers
-  ``<accepted parent-fragment>`` at ``reply``, and both sides run the protocol's half-link for as
-  long as those assertions last. A lost connection retracts them, which tears the link down.
+  ``<uplink child-fragment child-service reply protocol>`` at its parent's service; the parent
+  answers ``<accepted parent-fragment>`` at ``reply``, and both sides run the protocol's
+  half-link for as long as those assertions last. A lost connection retracts them, which tears
+  the link down. A child that runs another protocol, or another revision of it
+  (:attr:`~feds.protocols.Protocol.ident`), is sent the message ``<refused reason>`` instead:
+  the two would exchange records neither understands.
 
 Federated sync (``protocols/wire.md`` has the records): a sync wave. The node flushes locally
 (syncs its own actor until a round passes with no work), asserts ``<fsync from reply>`` at every
@@ -36,6 +39,7 @@ log = logging.getLogger("feds.node")
 
 UPLINK = Symbol("uplink")
 ACCEPTED = Symbol("accepted")
+REFUSED = Symbol("refused")
 FSYNC = Symbol("fsync")
 LOCAL_SYNC = Symbol("local-sync")
 
@@ -50,6 +54,8 @@ class Node:
         self.neighbours: dict[Ref, Ref] = {}
         """Neighbour node service → that neighbour's fragment."""
         self.parent_service: Ref | None = None
+        self.refused: str | None = None
+        """Why the parent last refused this node's uplink request (None: it did not)."""
         self.fsync_waits: dict[Ref, set[_Once]] = {}
         """Neighbour node service → the federated syncs waiting for its answer."""
         self.fragment: Ref
@@ -75,7 +81,8 @@ class Node:
 
         def start(t: Turn) -> None:
             reply = t.ref(_UplinkReply(self, parent_service))
-            t.publish(parent_service, Record(UPLINK, (self.fragment, self.service, reply)))
+            request = Record(UPLINK, (self.fragment, self.service, reply, self.protocol.ident))
+            t.publish(parent_service, request)
 
         return turn.new_facet(start)
 
@@ -161,6 +168,7 @@ class Node:
             "index-handlers": self.dataspace.index.handler_count(),
             "neighbours": len(self.neighbours),
             "has-parent": self.parent_service is not None,
+            **({} if self.refused is None else {"uplink-refused": self.refused}),
         }
 
 
@@ -186,9 +194,17 @@ class _UplinkReply(Entity):
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         if _is_record(value, ACCEPTED, 1) and value.fields[0].__class__ is Ref:
+            self.node.refused = None
             self.facets[handle] = self.node._link_up(
                 turn, self.parent_service, value.fields[0], is_parent=True
             )
+        else:
+            log.warning("node %s: unexpected uplink reply %r", self.node.name, value)
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        if _is_record(value, REFUSED, 1) and value.fields[0].__class__ is str:
+            self.node.refused = reason = value.fields[0]
+            log.error("node %s: the parent refused the link: %s", self.node.name, reason)
         else:
             log.warning("node %s: unexpected uplink reply %r", self.node.name, value)
 
@@ -210,11 +226,24 @@ class NodeService(Entity):
             sender, reply = value.fields
             self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))
             return
-        if not (_is_record(value, UPLINK, 3) and all(f.__class__ is Ref for f in value.fields)):
+        if not (
+            value.__class__ is Record
+            and value.label == UPLINK
+            and len(value.fields) in (3, 4)
+            and all(f.__class__ is Ref for f in value.fields[:3])
+        ):
             log.warning("node %s: ignoring %r at the node service", self.node.name, value)
             return
-        fragment, service, reply = value.fields
+        fragment, service, reply = value.fields[:3]
         node = self.node
+        theirs = value.fields[3] if len(value.fields) == 4 else None
+        if theirs != node.protocol.ident:
+            reason = f"this node runs {node.protocol.ident}, the child " + (
+                f"{theirs}" if isinstance(theirs, str) else "an older feds without revisions"
+            )
+            log.warning("node %s: refused a child's link: %s", node.name, reason)
+            turn.message(reply, Record(REFUSED, (reason,)))  # a message: nothing to keep
+            return
         facet = node._link_up(turn, service, fragment, is_parent=False)
         self.children[handle] = facet
         turn.in_facet(facet, lambda t: t.publish(reply, Record(ACCEPTED, (node.fragment,))))

@@ -18,6 +18,7 @@ from feds.node import (
     ACCEPTED,
     FSYNC,
     LOCAL_SYNC,
+    REFUSED,
     UPLINK,
     Node,
     NodeService,
@@ -102,4 +103,5 @@ def test_node_records_match_the_schema_file(monkeypatch: pytest.MonkeyPatch) -> 
     for value in seen:
         assert value.label in schema and len(value.fields) == schema[value.label], value
     assert {v.label for v in seen} == {UPLINK, ACCEPTED, FSYNC}
-    assert set(schema) == {UPLINK, ACCEPTED, FSYNC, STATUS, LOCAL_SYNC}  # LOCAL_SYNC: local access
+    # LOCAL_SYNC: local access; REFUSED: tests/test_protocol_mismatch.py
+    assert set(schema) == {UPLINK, ACCEPTED, FSYNC, STATUS, LOCAL_SYNC, REFUSED}

@@ -183,8 +183,16 @@ class Protocol:
     """How one node takes part in a federation."""
 
     name: ClassVar[str]
+    revision: ClassVar[int] = 1
+    """Raised whenever what one node of this protocol sends another changes meaning: nodes of
+    two revisions cannot work together, so a parent refuses a child of another (:attr:`ident`)."""
     per_observation: ClassVar[bool] = False
     """Whether local access gives each distinct Observe its own :class:`Observation` token."""
+
+    @property
+    def ident(self) -> str:
+        """``name/revision``: what a child names in its uplink request, and its parent checks."""
+        return f"{self.name}/{self.revision}"
 
     def setup(self, turn: Turn, node: Node) -> None:
         """Install the rules every fragment runs (in the node's root facet)."""

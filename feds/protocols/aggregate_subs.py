@@ -53,6 +53,7 @@ PUB = Symbol("pub")
 
 class AggregateSubs(Protocol):
     name = "aggregate-subs"
+    revision = 2  # 1: a match crossed a link as <pub f pat x>; 2: as x, to the inbox
 
     def wrap(self, node: Node, value: Value) -> Value:
         return Record(LOCAL, (value,))
