@@ -227,20 +227,16 @@ class NodeService(Entity):
             self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))
             return
         if not (
-            value.__class__ is Record
-            and value.label == UPLINK
-            and len(value.fields) in (3, 4)
+            (_is_record(value, UPLINK, 4) or _is_record(value, UPLINK, 3))
             and all(f.__class__ is Ref for f in value.fields[:3])
         ):
             log.warning("node %s: ignoring %r at the node service", self.node.name, value)
             return
-        fragment, service, reply = value.fields[:3]
+        fragment, service, reply, *protocol = value.fields
         node = self.node
-        theirs = value.fields[3] if len(value.fields) == 4 else None
+        theirs = protocol[0] if protocol else "an older feds without revisions"
         if theirs != node.protocol.ident:
-            reason = f"this node runs {node.protocol.ident}, the child " + (
-                f"{theirs}" if isinstance(theirs, str) else "an older feds without revisions"
-            )
+            reason = f"this node runs {node.protocol.ident}, the child {theirs}"
             log.warning("node %s: refused a child's link: %s", node.name, reason)
             turn.message(reply, Record(REFUSED, (reason,)))  # a message: nothing to keep
             return
