@@ -466,6 +466,32 @@ class Encoder(_StreamEnd):
             self._defined.clear()
         return data
 
+    def encode_all(self, values: list[Value], max_size: int) -> list[bytes] | None:
+        """The encodings :meth:`encode` would make of each of ``values`` in turn, each at most
+        ``max_size`` bytes long; None if one cannot be made, with the cache as it was before.
+
+        One call for a run of values (a batch of events to send), so the Python work per value
+        is msgpack's call and a length check. The run is all or nothing, its cache definitions
+        kept or forgotten together: a caller that gets None encodes the values one by one to
+        find which ones fail. Its definitions never reuse a slot within the run (they are one
+        encoding's), which the decoder reads in order like any others.
+        """
+        if self._slots:  # as in encode
+            interner = getattr(_local, "interner", None)
+            self._interned = (interner if interner is not None else _thread_interner()).ids
+        pack = self._pack
+        try:
+            encodings = [pack(v) for v in values]
+        except Exception:
+            encodings = None
+        if encodings is not None and max(map(len, encodings), default=0) <= max_size:
+            if self._defined:
+                self._defined.clear()
+            return encodings
+        if self._defined:
+            self._undefine()
+        return None
+
     def encode_frame(self, v: Value) -> bytes:
         """One frame: a 4-byte big-endian length and the encoding of ``v``."""
         body = self.encode(v, max_size=self.limits.max_frame_size)

@@ -1078,6 +1078,51 @@ class Relay:
         if entries:
             self._transient.extend(entries)
 
+    def _send_messages(self, run: list[tuple[int, Value]]) -> None:
+        """:meth:`_send_message` of each ``(oid, value)`` of a batch taken at its sender's
+        commit (:meth:`take`), with one encoding call for all of them; if one of them cannot be
+        encoded, each is sent on its own, so that only that one is dropped (and logged)."""
+        if self.closed:
+            return
+        items = run if self._bare else [(oid, [_MESSAGE_HEAD, value]) for oid, value in run]
+        membrane = self._membrane
+        membrane.lifted = lifted = []
+        encodings = self._encoder.encode_all(items, self.limits.max_frame_size - _TURN_OVERHEAD)
+        if encodings is None:
+            membrane.release(lifted)
+            for oid, value in run:
+                self._send_message(None, oid, value)
+            return
+        if self._after_removals:  # as in _emit
+            self._seal()
+        self._events += encodings
+        if lifted:
+            self._transient.extend(lifted)
+
+    def _send_retracts(self, handles: list[Handle]) -> None:
+        """:meth:`_send_retract` of each of ``handles``, as :meth:`_send_messages` sends
+        messages (a retraction lifts no reference: it names only its handle)."""
+        if self.closed:
+            return
+        outbound = self._outbound
+        live = [handle for handle in handles if outbound.get(handle, _DROPPED) is not _DROPPED]
+        if self._bare:
+            items = [(handle,) for handle in live]
+        else:
+            items = [(outbound[handle][0], [_RETRACT_HEAD, handle]) for handle in live]  # type: ignore[index]
+        encodings = self._encoder.encode_all(items, self.limits.max_frame_size - _TURN_OVERHEAD)
+        if encodings is None:
+            for handle in handles:
+                self._send_retract(None, handle)
+            return
+        self._removals += encodings
+        released: list[_Entry] = []
+        for handle in handles:
+            held = outbound.pop(handle, _DROPPED)
+            if held is not _DROPPED:
+                released += held[1]  # type: ignore[index]
+        self._membrane.release(released)
+
     def _send_sync(self, turn: Turn | None, oid: int, peer: Ref) -> None:
         if self.closed:
             return
@@ -1150,16 +1195,26 @@ class Relay:
             batch = actors.adds_before_removes(batch)
         self.actor.work += len(batch)
         message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
+        messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
+        retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
         try:
             for kind, ref, payload, handle in batch:
                 if kind == message:
-                    self._send_message(None, ref.entity.oid, payload)
+                    messages.append((ref.entity.oid, payload))
+                    continue
+                if messages:
+                    self._send_messages(messages)
+                    messages = []
+                if kind == retract:
+                    retractions.append(handle)
                 elif kind == publish:
                     self._send_assert(None, ref.entity.oid, payload, handle)
-                elif kind == retract:
-                    self._send_retract(None, handle)
                 else:
                     self._send_sync(None, ref.entity.oid, payload)
+            if messages:
+                self._send_messages(messages)
+            if retractions:
+                self._send_retracts(retractions)
             self._flush()
         except Exception as exc:  # as a crash of the turn: nothing of it is sent
             del self._events[self._mark :]

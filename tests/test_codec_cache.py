@@ -147,6 +147,29 @@ def test_an_undone_encoding_restores_the_slots_it_reused():
     assert len(encoder.encode(b)) == 4  # b is cached again (a slot reference)
 
 
+def test_encode_all_encodes_each_value_as_encode_would():
+    pat = fresh_pattern()
+    encoder, decoder = pair(slots=2)
+    values = [(1, pat), (2, pat), "x", interned("<v a>"), interned("<v b>"), interned("<v c>")]
+    encodings = encoder.encode_all(values, 1000)
+    assert encodings is not None and len(encodings) == len(values)
+    assert len(encodings[1]) < len(encodings[0])  # the second refers to the first's slot
+    decoded = [decoder.decode(data) for data in encodings]
+    assert decoded == values and decoded[1][1] is pat  # three definitions, two slots: in step
+    for v in values:
+        assert decoder.decode(encoder.encode(v)) == v
+
+
+def test_encode_all_of_a_run_with_a_failure_defines_nothing():
+    pat = fresh_pattern()
+    encoder, decoder = pair()
+    assert encoder.encode_all([(1, pat), object()], 1000) is None  # type: ignore[list-item]
+    assert encoder.encode_all([(1, pat), b"x" * 100], 100) is None  # one is too long
+    assert not encoder._cached
+    data = encoder.encode(pat)  # defined now, since the decoder never saw the runs
+    assert decoder.decode(data) is pat and len(data) > 4
+
+
 def test_a_value_with_a_reference_is_sent_plainly_around_its_cached_parts():
     pat = fresh_pattern()
     encoder = Encoder(RefHooks(), cache_slots=16)

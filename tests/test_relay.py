@@ -291,14 +291,14 @@ def test_a_failure_while_sending_a_batch_crashes_the_relay_actor_and_sends_none_
 ) -> None:
     link = Link()
     relay, sched = link.client, link.client_sched
-    original = relay._send_message
+    original = relay._send_messages
 
-    def failing(turn: Turn | None, oid: int, value: Value) -> None:
-        if value == "boom":
+    def failing(run: list[tuple[int, Value]]) -> None:
+        if any(value == "boom" for _oid, value in run):
             raise RuntimeError("a bug")
-        original(turn, oid, value)
+        original(run)
 
-    monkeypatch.setattr(relay, "_send_message", failing)
+    monkeypatch.setattr(relay, "_send_messages", failing)
     actor = act(sched, lambda t: t.message(link.proxy, "first"))
     act(sched, lambda t: [t.message(link.proxy, v) for v in ("a", "boom", "b")], actor)
     sched.run_until_idle()
@@ -383,6 +383,94 @@ def test_capability_passing_and_membranes_freed_afterwards() -> None:
     assert link.client.exported_oids() == {1}  # the client's assertion still mentions it
     link.client_act(lambda t: t.retract(held[0]), actor)
     assert link.recorder.live == {} and link.clean()
+
+
+def test_a_batch_of_assertions_holds_each_ones_references_until_it_is_retracted() -> None:
+    """A batch is encoded a run at a time (``Relay.take``): each assertion of the run still
+    holds exactly the references it mentions, released when it is retracted."""
+    link = Link()
+    a, b = (entity_ref(link.client_sched, Recorder(), f"client-app-{i}")[1] for i in range(2))
+    held: list[Handle] = []
+    actor = link.client_act(
+        lambda t: held.extend(
+            [t.publish(link.proxy, (1, a)), t.publish(link.proxy, 2), t.publish(link.proxy, (b, a))]
+        )
+    )
+    assert link.client.exported_oids() == {1, 2}
+    link.client_act(lambda t: t.retract(held[2]), actor)
+    assert link.client.exported_oids() == {1}  # a: the first assertion still mentions it
+    link.client_act(lambda t: [t.retract(held[0]), t.retract(held[1])], actor)
+    assert link.recorder.live == {} and link.clean()
+
+
+def test_a_batch_keeps_its_order_across_runs_of_messages_and_assertions() -> None:
+    link = Link()
+
+    def mixed(t: Turn) -> None:
+        t.message(link.proxy, "m1")
+        t.publish(link.proxy, "a1")
+        t.message(link.proxy, "m2")
+        t.message(link.proxy, "m3")
+        t.publish(link.proxy, "a2")
+        t.publish(link.proxy, "a3")
+        t.message(link.proxy, "m4")
+
+    link.client_act(mixed)
+    assert link.recorder.events == [
+        ("!", "m1"),
+        ("+", "a1"),
+        ("!", "m2"),
+        ("!", "m3"),
+        ("+", "a2"),
+        ("+", "a3"),
+        ("!", "m4"),
+    ]
+
+
+def test_an_event_that_cannot_be_sent_is_dropped_alone_from_its_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    link = Link(limits=Limits(max_frame_size=300))
+    held: list[Handle] = []
+
+    def boot(t: Turn) -> None:
+        for i in range(3):
+            t.message(link.proxy, i)
+        t.message(link.proxy, "y" * 1000)
+        t.message(link.proxy, 3)
+        held.extend(t.publish(link.proxy, v) for v in ("p", "q" * 1000, "r"))
+
+    actor = link.client_act(boot)
+    assert link.recorder.events == [("!", 0), ("!", 1), ("!", 2), ("!", 3), ("+", "p"), ("+", "r")]
+    assert caplog.text.count("dropped an outgoing") == 2
+    link.client_act(lambda t: [t.retract(h) for h in held], actor)
+    assert link.recorder.live == {} and link.clean() and not link.server.closed
+
+
+def test_a_run_that_cannot_be_encoded_together_is_sent_event_by_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    link = Link()
+    monkeypatch.setattr(link.client._encoder, "encode_all", lambda values, max_size: None)
+    held: list[Handle] = []
+
+    def boot(t: Turn) -> None:
+        t.message(link.proxy, 1)
+        held.append(t.publish(link.proxy, "p"))
+        t.message(link.proxy, 2)
+        held.append(t.publish(link.proxy, "q"))
+
+    actor = link.client_act(boot)
+    link.client_act(lambda t: [t.retract(h) for h in held], actor)
+    assert link.recorder.events == [
+        ("!", 1),
+        ("+", "p"),
+        ("!", 2),
+        ("+", "q"),
+        ("-", "p"),
+        ("-", "q"),
+    ]
+    assert link.clean()
 
 
 def test_the_same_object_arrives_as_equal_refs() -> None:
