@@ -49,7 +49,7 @@ def test_a_child_of_the_same_protocol_and_revision_is_linked() -> None:
 def test_a_child_of_another_protocol_or_revision_is_refused(
     child_protocol: object, theirs: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="feds"):
         parent, child = _link("aggregate-subs", child_protocol)
     assert child.parent_service is None and not parent.neighbours
     reason = f"this node runs aggregate-subs/2, the child {theirs}"
