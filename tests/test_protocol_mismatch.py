@@ -1,8 +1,8 @@
 """A parent links only a child of its own protocol and revision (``protocols/node.md``).
 
 Two nodes of different protocols, or of two revisions of one (aggregate-subs' answers and
-copy-up's offers changed form in their revisions 2), would exchange records neither understands and lose data silently: the
-parent refuses, and the child says why in its log and its status.
+copy-up's offers changed form in their revisions 2), would exchange records neither understands
+and lose data silently: the parent refuses, and the child says why in its log and its status.
 """
 
 from __future__ import annotations
