@@ -80,6 +80,13 @@ MUTANTS = [
         "        if False:\n",
         "copy-up's uplink relays no content to the parent",
     ),
+    Mutant(
+        "copy-up-inbox-label",
+        "feds/protocols/copy_up.py",
+        "lambda v: (F, Record(LINK, (child, v)))",
+        "lambda v: (F, Record(LINK, (F, v)))",
+        "a copy-up inbox labels what a child offers with the parent's fragment, not the child's",
+    ),
     # -- observer-flood -------------------------------------------------------------------
     Mutant(
         "flood-split-horizon",

@@ -242,7 +242,12 @@ class NodeService(Entity):
             return
         facet = node._link_up(turn, service, fragment, is_parent=False)
         self.children[handle] = facet
-        turn.in_facet(facet, lambda t: t.publish(reply, Record(ACCEPTED, (node.fragment,))))
+        turn.in_facet(
+            facet,
+            lambda t: t.publish(
+                reply, Record(ACCEPTED, (node.protocol.accept(t, node, fragment),))
+            ),
+        )
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
         facet = self.children.pop(handle, None)

@@ -1,5 +1,9 @@
-"""aggregate-subs' inboxes: a match crosses a link as its captures alone, and the inbox that
-receives it makes it ``<pub b pat x>`` in its own fragment (``protocols/aggregate-subs.md``)."""
+"""Inboxes: only what changes crosses a link, and the inbox that receives it makes the record.
+
+aggregate-subs: a match crosses a link as its captures alone, and the inbox that receives it
+makes it ``<pub b pat x>`` in its own fragment (``protocols/aggregate-subs.md``). copy-up: a
+child offers ``v`` to its inbox at the parent, which makes it ``<link child v>`` there
+(``protocols/copy-up.md``)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import pytest
 from feds.actor import Turn
 from feds.pattern_forms import bind, rec_group
 from feds.protocols.aggregate_subs import PUB, SUB
+from feds.protocols.copy_up import FROM_UPLINK, LINK
 from feds.relay import Relay
 from feds.sim.reference import Workload
 from feds.values import Record, Symbol, record
@@ -71,3 +76,55 @@ def test_an_inbox_puts_what_it_receives_into_its_fragment_as_its_neighbours_pub(
     held = list(n0.dataspace.assertions.values())
     assert forged not in held
     assert Record(PUB, (n1.fragment, sub.fields[1], forged)) in held
+
+
+def test_copy_up_offers_cross_a_link_without_their_envelope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over a chain n0 ← n1 ← n2, a message and an assertion made at n2 go up each link as
+    they were made: no ``<link f v>`` record, no child's fragment."""
+    overlay = Overlay("copy-up", [0, 1], wire=True)
+    work = Workload(overlay.scheduler)
+    subscriber, publisher = work.attach(overlay.nodes[0]), work.attach(overlay.nodes[2])
+    key = work.observe(subscriber, rec_group(A, [bind()]))
+    overlay.settle()
+    crossed: list[tuple] = []
+    check = Relay._check_bare_event
+
+    def spy(self: Relay, item: tuple) -> tuple:
+        crossed.append(item)
+        return check(self, item)
+
+    monkeypatch.setattr(Relay, "_check_bare_event", spy)
+    work.send(publisher, record("a", 1))
+    work.assert_(publisher, record("a", 2))
+    overlay.settle()
+    _handle, watcher, _pattern = subscriber.observers[key]
+    assert watcher.messages == [(1,)] and list(watcher.current.values()) == [(2,)]
+    # [oid value] is a message, [oid value handle] an assertion; one of each per link
+    assert sorted((len(item), repr(item[1])) for item in crossed) == [
+        (2, repr(record("a", 1))),
+        (2, repr(record("a", 1))),
+        (3, repr(record("a", 2))),
+        (3, repr(record("a", 2))),
+    ]
+
+
+def test_a_copy_up_inbox_puts_what_it_receives_into_its_fragment_as_its_childs_link() -> None:
+    """Whatever a child asserts or sends at its inbox enters the parent's fragment only as
+    ``<link child v>``: the child cannot pass a record off as local, or as an answer."""
+    overlay = Overlay("copy-up", [0], wire=False)  # n0 ← n1
+    n0, n1 = overlay.nodes
+    inbox = n1.protocol.offers[n1.fragment].parent  # type: ignore[attr-defined]
+    assert inbox is not None and inbox != n0.fragment
+    forged = [record("link", False, record("a", 1)), Record(FROM_UPLINK, (inbox, (1,)))]
+
+    def intrude(t: Turn) -> None:
+        for value in forged:
+            t.publish(inbox, value)
+
+    overlay.scheduler.spawn(intrude, name="child")
+    overlay.settle()
+    held = list(n0.dataspace.assertions.values())
+    assert not any(value in held for value in forged)
+    assert all(Record(LINK, (n1.fragment, value)) in held for value in forged)

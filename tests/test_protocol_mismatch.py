@@ -1,8 +1,8 @@
 """A parent links only a child of its own protocol and revision (``protocols/node.md``).
 
-Two nodes of different protocols, or of two revisions of one (aggregate-subs' answers changed
-form in revision 2), would exchange records neither understands and lose data silently: the
-parent refuses, and the child says why in its log and its status.
+Two nodes of different protocols, or of two revisions of one (aggregate-subs' answers and
+copy-up's offers changed form in their revisions 2), would exchange records neither understands
+and lose data silently: the parent refuses, and the child says why in its log and its status.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ def test_a_child_of_the_same_protocol_and_revision_is_linked() -> None:
 
 @pytest.mark.parametrize(
     ("child_protocol", "theirs"),
-    [(make_protocol("copy-up"), "copy-up/1"), (_Revision1(), "aggregate-subs/1")],
+    [(make_protocol("copy-up"), "copy-up/2"), (_Revision1(), "aggregate-subs/1")],
 )
 def test_a_child_of_another_protocol_or_revision_is_refused(
     child_protocol: object, theirs: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="feds"):
         parent, child = _link("aggregate-subs", child_protocol)
     assert child.parent_service is None and not parent.neighbours
     reason = f"this node runs aggregate-subs/2, the child {theirs}"

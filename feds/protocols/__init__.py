@@ -203,11 +203,18 @@ class Protocol:
         raise NotImplementedError
 
     def link(self, turn: Turn, node: Node, peer: Ref, peer_is_parent: bool) -> None:
-        """This node's half of a link to ``peer`` (a neighbour's fragment).
+        """This node's half of a link to ``peer``: a child's fragment, or what the parent
+        handed this node (:meth:`accept`).
 
         Runs in a facet that stops when the link goes, taking everything it set up with it.
         """
         raise NotImplementedError
+
+    def accept(self, turn: Turn, node: Node, child: Ref) -> Ref:
+        """What a parent hands a child (whose fragment is ``child``) when it accepts its link:
+        the ``peer`` of the child's half-link. The parent's fragment, unless the protocol
+        makes something in its place (in the link's facet, so it goes with the link)."""
+        return node.fragment
 
 
 def protocol_names() -> tuple[str, ...]:

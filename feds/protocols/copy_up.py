@@ -6,7 +6,11 @@ Schema (seed): ``LinkEnvelope = <link @id any @body any>``,
 
 * Local access wraps ``v`` as ``<link #f v>``.
 * The uplink relays the fragment's ``<content v>`` to the parent as ``<link f v>``: here the
-  fragment's offers (``_Offers``), a count per ``v`` instead of the record.
+  fragment's offers (``_Offers``), a count per ``v`` instead of the record. The parent hands
+  each child an *inbox* when it accepts its link (:meth:`CopyUp.accept`): the child offers
+  ``v`` to it, and the inbox re-asserts ``<link f v>`` in the parent's fragment. An inbox
+  stands for one child ``f``, so only ``v`` crosses the link, and a node passing an assertion
+  up neither decodes nor encodes the envelope and its reference.
 * Every ``<link _ v>`` whose ``v`` is not an Observe is asserted back as ``<content v>``.
 * Per distinct observed pattern ``pat`` (in ``<link _ <Observe pat _>>``) a distributor ``d``
   turns each ``x`` it receives into ``<from-uplink d x>``, and ``<content <Observe pat d>>``
@@ -56,6 +60,7 @@ def link_observe(link_id: Value, pattern: Value, observer: Value) -> Value:
 
 class CopyUp(Protocol):
     name = "copy-up"
+    revision = 2  # 1: a child offered <link f v> to the parent's fragment; 2: v, to its inbox
     per_observation = True
 
     def __init__(self) -> None:
@@ -69,7 +74,7 @@ class CopyUp(Protocol):
         F = node.fragment
         at = Deliveries(turn.facet)
 
-        offers = self.offers[F] = _Offers(F)
+        offers = self.offers[F] = _Offers()
         deliver(turn, F, rec_group(LINK, [DISCARD, bind()]), offers, _content)
 
         def distribute(t: Turn, pat: Value) -> None:
@@ -100,6 +105,11 @@ class CopyUp(Protocol):
         if peer_is_parent:
             self.offers[node.fragment].link_up(turn, peer)
 
+    def accept(self, turn: Turn, node: Node, child: Ref) -> Ref:
+        """The child's inbox: what the child offers it is ``<link child v>`` here."""
+        F = node.fragment
+        return relay_object(turn, lambda v: (F, Record(LINK, (child, v))))
+
 
 def _content(c: tuple) -> Value | None:
     """What a ``<link _ v>`` offers the parent: ``v``, unless it is an Observe."""
@@ -112,17 +122,18 @@ class _Offers(Sink):
     The seed asserts ``<content v>`` for each ``<link _ v>`` that is not an Observe and for each
     aggregated subscription, and the uplink copies each ``<content v>`` to the parent as
     ``<link f v>``. Nothing else observes ``<content …>``, so the record need not enter the bag:
-    the count per ``v`` is kept here and ``<link f v>`` is asserted at the parent in the turn of
-    the rule that offered ``v`` (two turns sooner), or when the uplink comes up. A message is
-    sent to the parent in that same turn, so it keeps its place behind the assertions before it.
+    the count per ``v`` is kept here and ``v`` is asserted at the parent's inbox for this node
+    (which makes it ``<link f v>`` there) in the turn of the rule that offered ``v`` (two turns
+    sooner), or when the uplink comes up. A message is sent to the parent in that same turn, so
+    it keeps its place behind the assertions before it.
     """
 
-    def __init__(self, fragment: Ref) -> None:
-        self.fragment = fragment
+    def __init__(self) -> None:
         self.held: dict[Value, list] = {}
         """``exact_key(v)`` → ``[offers, handle at the parent or None, v]`` (type-exact: ``1``
         and ``#t`` are two offers)."""
         self.parent: Ref | None = None
+        """This node's inbox at the parent while the uplink is up."""
         self.link: Facet | None = None
 
     def add(self, turn: Turn, out: Value) -> None:
@@ -138,7 +149,7 @@ class _Offers(Sink):
             return None
         saved = turn.facet
         turn.facet = self.link  # type: ignore[assignment]
-        handle = turn.publish(self.parent, Record(LINK, (self.fragment, v)))
+        handle = turn.publish(self.parent, v)
         turn.facet = saved
         return handle
 
@@ -154,10 +165,11 @@ class _Offers(Sink):
 
     def send(self, turn: Turn, out: Value) -> None:
         if self.parent is not None:
-            turn.message(self.parent, Record(LINK, (self.fragment, out)))
+            turn.message(self.parent, out)
 
     def link_up(self, turn: Turn, parent: Ref) -> None:
-        """The uplink to ``parent`` is up (in its facet): offer everything held."""
+        """The uplink is up (in its facet), ``parent`` this node's inbox there: offer
+        everything held."""
         self.parent = parent
         self.link = turn.facet
         for entry in self.held.values():
