@@ -149,6 +149,10 @@ class _Problem:
     events: dict[tuple[int, tuple[int, ...], int, int], Counter] = field(default_factory=dict)
     """What a move gives ``E`` (read only), by instance, positions, pair and action (a start
     at ``p``: ``-1 - p``): it depends on nothing else, and many states share them."""
+    ahead: list[tuple[int, dict[tuple, tuple[int, int]]]] = field(default_factory=list)
+    """Per timeline index ``n``: where its turn ends, and per captures vector the lowest and
+    highest sums of the ``+``/``-`` events from that end on, at the ends of turns (see
+    :func:`_hopeless`)."""
     best: int = 0
     budget: int = BUDGET
     """States the search may visit before it gives up."""
@@ -183,6 +187,7 @@ def explain(
         [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
     ]
     problem = _Problem(timeline, instances, pairs, times, senders, produces, linked, budget=budget)
+    problem.ahead = _ahead(timeline)
     start = _State(
         0,
         frozenset(),
@@ -198,6 +203,79 @@ def explain(
     except _GaveUp:
         return f"{GAVE_UP} after {budget} states, undecided (stuck at {_where(problem)})"
     return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
+
+
+def _ahead(timeline: list[tuple]) -> list[tuple[int, dict[tuple, tuple[int, int]]]]:
+    """:attr:`_Problem.ahead` of ``timeline``. A turn is a run of events of one time (a
+    checkpoint comes after the events of its time, so none falls inside a turn)."""
+    size = len(timeline)
+    ends = list(range(size))  # a checkpoint: no turn of its own
+    turns = []
+    n = 0
+    while n < size:
+        if timeline[n][0] != "e":
+            n += 1
+            continue
+        m = n
+        while m < size and timeline[m][0] == "e" and timeline[m][1] == timeline[n][1]:
+            m += 1
+        turns.append((n, m))
+        ends[n:m] = [m] * (m - n)
+        n = m
+    ranges: dict[tuple, tuple[int, int]] = {}
+    from_turn = {size: ranges}
+    for start, end in reversed(turns):
+        net: Counter = Counter()
+        for entry in timeline[start:end]:
+            if entry[2] != "!":
+                net[entry[3]] += 1 if entry[2] == "+" else -1
+        ranges = {
+            c: (min(0, net[c] + lo), max(0, net[c] + hi))
+            for c in net.keys() | ranges.keys()
+            for lo, hi in [ranges.get(c, (0, 0))]
+        }
+        from_turn[start] = ranges
+    ahead = []
+    for n in range(size):
+        following = ends[n]
+        while following < size and timeline[following][0] != "e":
+            following += 1
+        ahead.append((ends[n], from_turn[following]))
+    return ahead
+
+
+def _hopeless(problem: _Problem, state: _State) -> bool:
+    """Whether counting alone shows that nothing can explain the rest of the timeline.
+
+    Each ``+c`` that ``E`` hears makes one more live instance hold ``c``, each ``-c`` one
+    fewer (a withdrawal hears ``-c`` for each captures it held). So at the end of every turn
+    the instances holding ``c`` number the live ones holding it now plus the ``+c`` minus the
+    ``-c`` heard since, and that can be neither below zero nor above the live instances that
+    can hold ``c`` at all. A necessary condition: pruning on it loses no explanation.
+    """
+    timeline = problem.timeline
+    end, later = problem.ahead[state.idx]
+    now: Counter = Counter()
+    for n in range(state.idx, end):
+        if n not in state.taken:
+            entry = timeline[n]
+            if entry[2] != "!":
+                now[entry[3]] += 1 if entry[2] == "+" else -1
+    if not now and not later:
+        return False
+    held: Counter = Counter()
+    room: Counter = Counter()
+    for i, row in enumerate(state.pos):
+        if state.dead[i]:
+            continue
+        held.update(c for c, n in _view(problem, i, row).items() if n > 0)
+        room.update(c for kind, c in problem.produces[i] if kind == "+")
+    for c in now.keys() | later.keys():
+        lo, hi = later.get(c, (0, 0))
+        count = held[c] + now[c]
+        if count + lo < 0 or count + hi > room[c]:
+            return True
+    return False
 
 
 def _where(problem: _Problem) -> str:
@@ -324,6 +402,8 @@ def _search(problem: _Problem, state: _State) -> bool:
     timeline = problem.timeline
     if state.idx == len(timeline):
         return True
+    if _hopeless(problem, state):
+        return False
     entry = timeline[state.idx]
     now = entry[1]
     if entry[0] == "q":
