@@ -149,10 +149,8 @@ class _Problem:
     events: dict[tuple[int, tuple[int, ...], int, int], Counter] = field(default_factory=dict)
     """What a move gives ``E`` (read only), by instance, positions, pair and action (a start
     at ``p``: ``-1 - p``): it depends on nothing else, and many states share them."""
-    ahead: list[tuple[int, dict[tuple, tuple[int, int]]]] = field(default_factory=list)
-    """Per timeline index ``n``: where its turn ends, and per captures vector the lowest and
-    highest sums of the ``+``/``-`` events from that end on, at the ends of turns (see
-    :func:`_hopeless`)."""
+    counts: _Counts | None = None
+    """What :func:`_hopeless` needs, computed once."""
     best: int = 0
     budget: int = BUDGET
     """States the search may visit before it gives up."""
@@ -187,7 +185,7 @@ def explain(
         [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
     ]
     problem = _Problem(timeline, instances, pairs, times, senders, produces, linked, budget=budget)
-    problem.ahead = _ahead(timeline)
+    problem.counts = _counts(problem)
     start = _State(
         0,
         frozenset(),
@@ -205,77 +203,135 @@ def explain(
     return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
 
 
-def _ahead(timeline: list[tuple]) -> list[tuple[int, dict[tuple, tuple[int, int]]]]:
-    """:attr:`_Problem.ahead` of ``timeline``. A turn is a run of events of one time (a
-    checkpoint comes after the events of its time, so none falls inside a turn)."""
+class _Counts(NamedTuple):
+    """The timeline's ``+``/``-`` events summed up, for :func:`_hopeless`."""
+
+    ends: list[int]
+    """Per timeline index: the end of its turn (a checkpoint: itself)."""
+    turns: list[tuple[int, int]]
+    """Every turn's first index and end."""
+    sums: list[Counter]
+    """``sums[n]``: per captures vector, the ``+`` minus the ``-`` events before index ``n``."""
+    ranges: dict[int, dict[tuple, tuple[int, int]]]
+    """By a turn's first index (or the timeline's end): per captures vector, the lowest and
+    highest of those sums from there to each later turn's end, relative to its start."""
+    quiets: list[tuple[int, Counter, tuple[int, ...]]]
+    """Per quiet point: its index; what the instances open at it and not closed hold there
+    (per captures vector, how many hold it); the other instances that may hold something."""
+
+
+def _counts(problem: _Problem) -> _Counts:
+    """:attr:`_Problem.counts`. A turn is a run of events of one time (a checkpoint comes
+    after the events of its time, so none falls inside a turn)."""
+    timeline = problem.timeline
     size = len(timeline)
-    ends = list(range(size))  # a checkpoint: no turn of its own
+    ends = list(range(size))
     turns = []
+    sums = [Counter()]
     n = 0
     while n < size:
-        if timeline[n][0] != "e":
-            n += 1
-            continue
-        m = n
-        while m < size and timeline[m][0] == "e" and timeline[m][1] == timeline[n][1]:
-            m += 1
-        turns.append((n, m))
-        ends[n:m] = [m] * (m - n)
-        n = m
-    ranges: dict[tuple, tuple[int, int]] = {}
-    from_turn = {size: ranges}
+        entry = timeline[n]
+        if entry[0] == "e":
+            m = n
+            while m < size and timeline[m][0] == "e" and timeline[m][1] == entry[1]:
+                m += 1
+            turns.append((n, m))
+            ends[n:m] = [m] * (m - n)
+        sums.append(sums[-1].copy())
+        if entry[0] == "e" and entry[2] != "!":
+            sums[-1][entry[3]] += 1 if entry[2] == "+" else -1
+        n += 1
+    ranges: dict[int, dict[tuple, tuple[int, int]]] = {size: {}}
+    later: dict[tuple, tuple[int, int]] = {}
     for start, end in reversed(turns):
-        net: Counter = Counter()
-        for entry in timeline[start:end]:
-            if entry[2] != "!":
-                net[entry[3]] += 1 if entry[2] == "+" else -1
-        ranges = {
+        net = sums[end].copy()
+        net.subtract(sums[start])
+        later = {
             c: (min(0, net[c] + lo), max(0, net[c] + hi))
-            for c in net.keys() | ranges.keys()
-            for lo, hi in [ranges.get(c, (0, 0))]
+            for c in net.keys() | later.keys()
+            for lo, hi in [later.get(c, (0, 0))]
         }
-        from_turn[start] = ranges
-    ahead = []
-    for n in range(size):
-        following = ends[n]
-        while following < size and timeline[following][0] != "e":
-            following += 1
-        ahead.append((ends[n], from_turn[following]))
-    return ahead
+        ranges[start] = later
+    quiets = []
+    for q, entry in enumerate(timeline):
+        if entry[0] != "q" or entry[2].client is not None:
+            continue
+        time = entry[1]
+        fixed: Counter = Counter()
+        loose = []
+        for i, inst in enumerate(problem.instances):
+            if inst.closed is not None and inst.closed < time:
+                continue  # withdrawn by then, holding nothing
+            if inst.opened < time and (inst.closed is None or inst.closed > time):
+                # open at the quiet point: it has seen every action issued before it
+                held: Counter = Counter()
+                for pair in problem.pairs[i]:
+                    held.update(pair.held[bisect.bisect_left(problem.times[pair.sender], time)])
+                fixed.update(c for c, k in held.items() if k > 0)
+            else:
+                loose.append(i)
+        quiets.append((q, fixed, tuple(loose)))
+    return _Counts(ends, turns, sums, ranges, quiets)
 
 
-def _hopeless(problem: _Problem, state: _State) -> bool:
-    """Whether counting alone shows that nothing can explain the rest of the timeline.
+def _hopeless(problem: _Problem, state: _State) -> int | None:
+    """The timeline index of an entry that counting alone shows nothing can produce from
+    ``state``, if any (a necessary condition: pruning on it loses no explanation).
 
     Each ``+c`` that ``E`` hears makes one more live instance hold ``c``, each ``-c`` one
-    fewer (a withdrawal hears ``-c`` for each captures it held). So at the end of every turn
-    the instances holding ``c`` number the live ones holding it now plus the ``+c`` minus the
-    ``-c`` heard since, and that can be neither below zero nor above the live instances that
-    can hold ``c`` at all. A necessary condition: pruning on it loses no explanation.
+    fewer (a withdrawal hears ``-c`` for each captures it held), and nothing else changes
+    which instances hold what. So at the end of every turn the instances holding ``c``
+    number those holding it now, plus the ``+c`` and minus the ``-c`` heard since: neither
+    below zero nor above the live instances that can hold ``c`` at all. At a quiet point,
+    moreover, the instances closed before it hold nothing, and those open hold exactly what
+    the senders then hold.
     """
+    counts = problem.counts
+    assert counts is not None
     timeline = problem.timeline
-    end, later = problem.ahead[state.idx]
+    idx = state.idx
+    end = counts.ends[idx]
     now: Counter = Counter()
-    for n in range(state.idx, end):
+    for n in range(idx, end):
         if n not in state.taken:
             entry = timeline[n]
             if entry[2] != "!":
                 now[entry[3]] += 1 if entry[2] == "+" else -1
-    if not now and not later:
-        return False
     held: Counter = Counter()
     room: Counter = Counter()
+    dead = state.dead
     for i, row in enumerate(state.pos):
-        if state.dead[i]:
-            continue
-        held.update(c for c, n in _view(problem, i, row).items() if n > 0)
-        room.update(c for kind, c in problem.produces[i] if kind == "+")
-    for c in now.keys() | later.keys():
+        if not dead[i]:
+            held.update(c for c, n in _view(problem, i, row).items() if n > 0)
+            room.update(c for kind, c in problem.produces[i] if kind == "+")
+    held.update(now)
+    sums = counts.sums
+    base = sums[end]
+    following = end
+    while following < len(timeline) and timeline[following][0] != "e":
+        following += 1
+    later = counts.ranges[following]
+    for c in held.keys() | later.keys():
+        count = held[c]
+        if count < 0 or count > room[c]:
+            return idx
         lo, hi = later.get(c, (0, 0))
-        count = held[c] + now[c]
         if count + lo < 0 or count + hi > room[c]:
-            return True
-    return False
+            for start, stop in counts.turns:
+                if start >= following and not 0 <= count + sums[stop][c] - base[c] <= room[c]:
+                    return start
+    for q, fixed, loose in counts.quiets:
+        if q < end:
+            continue
+        cap = fixed.copy()
+        for i in loose:
+            if not dead[i]:
+                cap.update(c for kind, c in problem.produces[i] if kind == "+")
+        there = sums[q]
+        for c in held.keys() | there.keys() | fixed.keys():
+            if not fixed[c] <= held[c] + there[c] - base[c] <= cap[c]:
+                return q
+    return None
 
 
 def _where(problem: _Problem) -> str:
@@ -402,7 +458,9 @@ def _search(problem: _Problem, state: _State) -> bool:
     timeline = problem.timeline
     if state.idx == len(timeline):
         return True
-    if _hopeless(problem, state):
+    blocked = _hopeless(problem, state)
+    if blocked is not None:
+        problem.best = max(problem.best, blocked)
         return False
     entry = timeline[state.idx]
     now = entry[1]
