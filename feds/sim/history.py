@@ -40,10 +40,14 @@ histories this allows:
 Search: depth-first over the choices (which instance and sender moves next, where windows start),
 guided by the history and memoised on the state, with a partial-order reduction (silent moves
 are taken only just before a move that they can change; see :func:`_search`); every quiet point
-pins the state down, so the search stays small between quiet points. A history that cannot be
-explained gets a report naming the first event that nothing could produce; a search that runs
-out of its budget of states (:data:`BUDGET` unless told) says so (:data:`GAVE_UP`): undecided,
-no counterexample.
+pins the state down, so the search stays small between quiet points. A state from which
+counting alone shows the rest cannot be explained is not expanded (:func:`_hopeless`: each
+``+c``/``-c`` changes by one how many live instances hold ``c``, which stays between zero and
+how many can, and at a quiet point is known): a necessary condition, so no explanation is lost,
+and an early wrong choice is dropped at once instead of after every silent variation behind it.
+A history that cannot be explained gets a report naming the first event that nothing could
+produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
+(:data:`GAVE_UP`): undecided, no counterexample.
 """
 
 from __future__ import annotations
