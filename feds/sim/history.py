@@ -222,6 +222,11 @@ class _Counts(NamedTuple):
     quiets: list[tuple[int, Counter, tuple[int, ...]]]
     """Per quiet point: its index; what the instances open at it and not closed hold there
     (per captures vector, how many hold it); the other instances that may hold something."""
+    messages: list[Counter]
+    """``messages[n]``: per captures vector, the ``!`` events from timeline index ``n`` on."""
+    sent: list[list[list[Counter]]]
+    """Per instance, per pair, per position ``p``: the captures of the messages of the
+    sender's actions from ``p`` on that the instance can hear."""
 
 
 def _counts(problem: _Problem) -> _Counts:
@@ -275,7 +280,25 @@ def _counts(problem: _Problem) -> _Counts:
             else:
                 loose.append(i)
         quiets.append((q, fixed, tuple(loose)))
-    return _Counts(ends, turns, sums, ranges, quiets)
+    messages = [Counter()]
+    for entry in reversed(timeline):
+        messages.append(messages[-1].copy())
+        if entry[0] == "e" and entry[2] == "!":
+            messages[-1][entry[3]] += 1
+    messages.reverse()
+    sent = []
+    for row in problem.pairs:
+        per_pair = []
+        for pair in row:
+            later = [Counter()]
+            for _changes, message in reversed(pair.deltas):
+                later.append(later[-1].copy())
+                if message is not None:
+                    later[-1][message] += 1
+            later.reverse()
+            per_pair.append(later)
+        sent.append(per_pair)
+    return _Counts(ends, turns, sums, ranges, quiets, messages, sent)
 
 
 def _hopeless(problem: _Problem, state: _State) -> int | None:
@@ -288,7 +311,8 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
     number those holding it now, plus the ``+c`` and minus the ``-c`` heard since: neither
     below zero nor above the live instances that can hold ``c`` at all. At a quiet point,
     moreover, the instances closed before it hold nothing, and those open hold exactly what
-    the senders then hold.
+    the senders then hold. Likewise each ``!c`` is one message of a sender that one live
+    instance hears once, in its window: no more than those left after where the windows are.
     """
     counts = problem.counts
     assert counts is not None
@@ -335,6 +359,25 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
         for c in held.keys() | there.keys() | fixed.keys():
             if not fixed[c] <= held[c] + there[c] - base[c] <= cap[c]:
                 return q
+    wanted = counts.messages[idx].copy()
+    wanted.subtract(timeline[n][3] for n in state.taken if timeline[n][2] == "!")
+    if +wanted:
+        # each ! is one message action heard by one live instance, each once: from where its
+        # window is (or may start) on
+        sendable: Counter = Counter()
+        flat = 0
+        for i, row in enumerate(state.pos):
+            for k, p in enumerate(row):
+                if not dead[i]:
+                    sendable.update(counts.sent[i][k][p if p >= 0 else state.floors[flat + k]])
+            flat += len(row)
+        if any(n > sendable[c] for c, n in wanted.items()):
+            for n in range(idx, len(timeline)):  # the first ! that nothing is left to send
+                entry = timeline[n]
+                if entry[0] == "e" and entry[2] == "!" and n not in state.taken:
+                    sendable[entry[3]] -= 1
+                    if sendable[entry[3]] < 0:
+                        return n
     return None
 
 
