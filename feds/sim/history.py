@@ -43,8 +43,9 @@ are taken only just before a move that they can change; see :func:`_search`); ev
 pins the state down, so the search stays small between quiet points. A state from which
 counting alone shows the rest cannot be explained is not expanded (:func:`_hopeless`: each
 ``+c``/``-c`` changes by one how many live instances hold ``c``, which stays between zero and
-how many can, and at a quiet point is known): a necessary condition, so no explanation is lost,
-and an early wrong choice is dropped at once instead of after every silent variation behind it.
+how many can, and at a quiet point is known; each ``!c`` needs a message not yet heard): a
+necessary condition, so no explanation is lost, and an early wrong choice is dropped at once
+instead of after every silent variation behind it.
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
