@@ -8,7 +8,7 @@ different times) are accepted; each defect the property must find is rejected.
 from __future__ import annotations
 
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.sim.history import GAVE_UP, Action, Checkpoint, Instance, explain
+from feds.sim.history import COUNTEREXAMPLE, GAVE_UP, Action, Checkpoint, Instance, explain
 from feds.values import Symbol, record
 
 A, B = Symbol("a"), Symbol("b")
@@ -234,3 +234,85 @@ def test_the_search_gives_up_past_its_budget_undecided() -> None:
     why = explain([(3, "+", ())], [only(pattern)], programs, quiet, budget=2)
     assert why is not None and why.startswith(f"{GAVE_UP} after 2 states, undecided")
     assert explain([(3, "+", ())], [only(pattern)], programs, quiet) is None
+
+
+def test_the_aggregate_subs_star_history_of_seed_12_is_decided() -> None:
+    """A history of the property test (aggregate-subs, star, ``--hypothesis-seed=12``) that
+    the search left undecided at 500,000 states: an early wrong choice (withdrawing the
+    observation of ``<b $x 1>`` at t=430) left it trying thousands of silent positions of
+    ``<b _ _>``'s senders, each failing at t=529 for want of a live observation to hear
+    ``+(0,)``. Counting the live observations that can hold a captures vector prunes that
+    choice at once.
+
+    One explanation: ``<b _ _>`` starts c3 after its first action (``+()``) and c0 after
+    its first (silently; then its message, ``!()``); ``<b $x 1>`` starts c1 after one action
+    (``+(0,)``), hears its retraction (``-(0,)``), starts c3 after two (``+(1,) +(0,)``),
+    takes c1's re-assertion silently and hears ``<b 2 1>`` (``+(2,)``); ``<b $x _>`` starts
+    c1 after five actions and c4 after one (``+(0,) +(2,) +(1,)``); c3's and c4's
+    retractions give ``-(1,)`` twice, and the three withdrawals the rest.
+    """
+    b = record
+
+    def holds(time: int, *values: tuple[int, int]) -> Action:
+        return Action(time, adds=tuple(b("b", *v) for v in values))
+
+    def drops(time: int, *values: tuple[int, int]) -> Action:
+        return Action(time, removes=tuple(b("b", *v) for v in values))
+
+    def says(time: int, value: tuple[int, int]) -> Action:
+        return Action(time, message=(b("b", *value),))
+
+    programs = {
+        "c0@n0": [holds(41, (0, 2)), says(170, (0, 0)), says(192, (1, 1)), drops(269, (0, 2))],
+        "c1@n1": [
+            holds(43, (0, 1)),
+            drops(249, (0, 1)),
+            holds(281, (0, 1)),
+            holds(322, (2, 1)),
+            holds(351, (2, 1)),
+            drops(360, (0, 1), (2, 1), (2, 1)),
+        ],
+        "c2@n2": [holds(45, (0, 2)), holds(260, (0, 1)), drops(318, (0, 2), (0, 1))],
+        "c3@n3": [
+            holds(47, (0, 1)),
+            holds(156, (1, 1)),
+            says(301, (0, 0)),
+            drops(361, (0, 1), (1, 1)),
+        ],
+        "c4@n2": [holds(179, (1, 1)), drops(342, (1, 1)), Action(362)],
+        "c5@n1": [Action(363)],
+        "c6@n1": [Action(364)],
+        "c7@n0": [Action(365)],
+    }
+    instances = [
+        Instance(rec_group(B, [DISCARD, DISCARD]), 204, 360, "c1@n1"),
+        Instance(rec_group(B, [bind(), lit(1)]), 212, 363, "c5@n1"),
+        Instance(rec_group(B, [bind(), DISCARD]), 349, 360, "c1@n1"),
+        Instance(rec_group(A, [bind()]), 352, 363, "c5@n1"),
+    ]
+    quiet = [Checkpoint(153), Checkpoint(155), Checkpoint(591)]
+    history = [
+        (300, "+", ()),
+        (340, "+", (0,)),
+        (430, "-", (0,)),
+        (458, "+", (1,)),
+        (458, "+", (0,)),
+        (525, "!", ()),
+        (527, "+", (2,)),
+        (529, "+", (0,)),
+        (529, "+", (2,)),
+        (529, "+", (1,)),
+        (530, "-", (1,)),
+        (530, "-", (1,)),
+        (531, "-", (0,)),
+        (531, "-", (0,)),
+        (531, "-", (2,)),
+        (531, "-", ()),
+        (531, "-", (2,)),
+    ]
+    assert explain(history, instances, programs, quiet) is None
+    # Without one of the -(1,): two observations heard +(1,), one -(1,), and every one was
+    # withdrawn by the last quiet point. A counterexample, found at once (not a give-up).
+    lost = history[:11] + history[12:]
+    why = explain(lost, instances, programs, quiet)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why

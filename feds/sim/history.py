@@ -40,10 +40,15 @@ histories this allows:
 Search: depth-first over the choices (which instance and sender moves next, where windows start),
 guided by the history and memoised on the state, with a partial-order reduction (silent moves
 are taken only just before a move that they can change; see :func:`_search`); every quiet point
-pins the state down, so the search stays small between quiet points. A history that cannot be
-explained gets a report naming the first event that nothing could produce; a search that runs
-out of its budget of states (:data:`BUDGET` unless told) says so (:data:`GAVE_UP`): undecided,
-no counterexample.
+pins the state down, so the search stays small between quiet points. A state from which
+counting alone shows the rest cannot be explained is not expanded (:func:`_hopeless`: each
+``+c``/``-c`` changes by one how many live instances hold ``c``, which stays between zero and
+how many can, and at a quiet point is known; each ``!c`` needs a message not yet heard): a
+necessary condition, so no explanation is lost, and an early wrong choice is dropped at once
+instead of after every silent variation behind it.
+A history that cannot be explained gets a report naming the first event that nothing could
+produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
+(:data:`GAVE_UP`): undecided, no counterexample.
 """
 
 from __future__ import annotations
@@ -149,6 +154,8 @@ class _Problem:
     events: dict[tuple[int, tuple[int, ...], int, int], Counter] = field(default_factory=dict)
     """What a move gives ``E`` (read only), by instance, positions, pair and action (a start
     at ``p``: ``-1 - p``): it depends on nothing else, and many states share them."""
+    counts: _Counts | None = None
+    """What :func:`_hopeless` needs, computed once."""
     best: int = 0
     budget: int = BUDGET
     """States the search may visit before it gives up."""
@@ -183,6 +190,7 @@ def explain(
         [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
     ]
     problem = _Problem(timeline, instances, pairs, times, senders, produces, linked, budget=budget)
+    problem.counts = _counts(problem)
     start = _State(
         0,
         frozenset(),
@@ -198,6 +206,180 @@ def explain(
     except _GaveUp:
         return f"{GAVE_UP} after {budget} states, undecided (stuck at {_where(problem)})"
     return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
+
+
+class _Counts(NamedTuple):
+    """The timeline's ``+``/``-`` events summed up, for :func:`_hopeless`."""
+
+    ends: list[int]
+    """Per timeline index: the end of its turn (a checkpoint: itself)."""
+    turns: list[tuple[int, int]]
+    """Every turn's first index and end."""
+    sums: list[Counter]
+    """``sums[n]``: per captures vector, the ``+`` minus the ``-`` events before index ``n``."""
+    ranges: dict[int, dict[tuple, tuple[int, int]]]
+    """By a turn's first index (or the timeline's end): per captures vector, the lowest and
+    highest of those sums from there to each later turn's end, relative to its start."""
+    quiets: list[tuple[int, Counter, tuple[int, ...]]]
+    """Per quiet point: its index; what the instances open at it and not closed hold there
+    (per captures vector, how many hold it); the other instances that may hold something."""
+    messages: list[Counter]
+    """``messages[n]``: per captures vector, the ``!`` events from timeline index ``n`` on."""
+    sent: list[list[list[Counter]]]
+    """Per instance, per pair, per position ``p``: the captures of the messages of the
+    sender's actions from ``p`` on that the instance can hear."""
+
+
+def _counts(problem: _Problem) -> _Counts:
+    """:attr:`_Problem.counts`. A turn is a run of events of one time (a checkpoint comes
+    after the events of its time, so none falls inside a turn)."""
+    timeline = problem.timeline
+    size = len(timeline)
+    ends = list(range(size))
+    turns = []
+    sums = [Counter()]
+    n = 0
+    while n < size:
+        entry = timeline[n]
+        if entry[0] == "e":
+            m = n
+            while m < size and timeline[m][0] == "e" and timeline[m][1] == entry[1]:
+                m += 1
+            turns.append((n, m))
+            ends[n:m] = [m] * (m - n)
+        sums.append(sums[-1].copy())
+        if entry[0] == "e" and entry[2] != "!":
+            sums[-1][entry[3]] += 1 if entry[2] == "+" else -1
+        n += 1
+    ranges: dict[int, dict[tuple, tuple[int, int]]] = {size: {}}
+    later: dict[tuple, tuple[int, int]] = {}
+    for start, end in reversed(turns):
+        net = sums[end].copy()
+        net.subtract(sums[start])
+        later = {
+            c: (min(0, net[c] + lo), max(0, net[c] + hi))
+            for c in net.keys() | later.keys()
+            for lo, hi in [later.get(c, (0, 0))]
+        }
+        ranges[start] = later
+    quiets = []
+    for q, entry in enumerate(timeline):
+        if entry[0] != "q" or entry[2].client is not None:
+            continue
+        time = entry[1]
+        fixed: Counter = Counter()
+        loose = []
+        for i, inst in enumerate(problem.instances):
+            if inst.closed is not None and inst.closed < time:
+                continue  # withdrawn by then, holding nothing
+            if inst.opened < time and (inst.closed is None or inst.closed > time):
+                # open at the quiet point: it has seen every action issued before it
+                held: Counter = Counter()
+                for pair in problem.pairs[i]:
+                    held.update(pair.held[bisect.bisect_left(problem.times[pair.sender], time)])
+                fixed.update(c for c, k in held.items() if k > 0)
+            else:
+                loose.append(i)
+        quiets.append((q, fixed, tuple(loose)))
+    messages = [Counter()]
+    for entry in reversed(timeline):
+        messages.append(messages[-1].copy())
+        if entry[0] == "e" and entry[2] == "!":
+            messages[-1][entry[3]] += 1
+    messages.reverse()
+    sent = []
+    for row in problem.pairs:
+        per_pair = []
+        for pair in row:
+            later = [Counter()]
+            for _changes, message in reversed(pair.deltas):
+                later.append(later[-1].copy())
+                if message is not None:
+                    later[-1][message] += 1
+            later.reverse()
+            per_pair.append(later)
+        sent.append(per_pair)
+    return _Counts(ends, turns, sums, ranges, quiets, messages, sent)
+
+
+def _hopeless(problem: _Problem, state: _State) -> int | None:
+    """The timeline index of an entry that counting alone shows nothing can produce from
+    ``state``, if any (a necessary condition: pruning on it loses no explanation).
+
+    Each ``+c`` that ``E`` hears makes one more live instance hold ``c``, each ``-c`` one
+    fewer (a withdrawal hears ``-c`` for each captures it held), and nothing else changes
+    which instances hold what. So at the end of every turn the instances holding ``c``
+    number those holding it now, plus the ``+c`` and minus the ``-c`` heard since: neither
+    below zero nor above the live instances that can hold ``c`` at all. At a quiet point,
+    moreover, the instances closed before it hold nothing, and those open hold exactly what
+    the senders then hold. Likewise each ``!c`` is one message of a sender that one live
+    instance hears once, in its window: no more than those left after where the windows are.
+    """
+    counts = problem.counts
+    assert counts is not None
+    timeline = problem.timeline
+    idx = state.idx
+    end = counts.ends[idx]
+    now: Counter = Counter()
+    for n in range(idx, end):
+        if n not in state.taken:
+            entry = timeline[n]
+            if entry[2] != "!":
+                now[entry[3]] += 1 if entry[2] == "+" else -1
+    held: Counter = Counter()
+    room: Counter = Counter()
+    dead = state.dead
+    for i, row in enumerate(state.pos):
+        if not dead[i]:
+            held.update(c for c, n in _view(problem, i, row).items() if n > 0)
+            room.update(c for kind, c in problem.produces[i] if kind == "+")
+    held.update(now)
+    sums = counts.sums
+    base = sums[end]
+    following = end
+    while following < len(timeline) and timeline[following][0] != "e":
+        following += 1
+    later = counts.ranges[following]
+    for c in held.keys() | later.keys():
+        count = held[c]
+        if count < 0 or count > room[c]:
+            return idx
+        lo, hi = later.get(c, (0, 0))
+        if count + lo < 0 or count + hi > room[c]:
+            for start, stop in counts.turns:
+                if start >= following and not 0 <= count + sums[stop][c] - base[c] <= room[c]:
+                    return start
+    for q, fixed, loose in counts.quiets:
+        if q < end:
+            continue
+        cap = fixed.copy()
+        for i in loose:
+            if not dead[i]:
+                cap.update(c for kind, c in problem.produces[i] if kind == "+")
+        there = sums[q]
+        for c in held.keys() | there.keys() | fixed.keys():
+            if not fixed[c] <= held[c] + there[c] - base[c] <= cap[c]:
+                return q
+    wanted = counts.messages[idx].copy()
+    wanted.subtract(timeline[n][3] for n in state.taken if timeline[n][2] == "!")
+    if +wanted:
+        # each ! is one message action heard by one live instance, each once: from where its
+        # window is (or may start) on
+        sendable: Counter = Counter()
+        flat = 0
+        for i, row in enumerate(state.pos):
+            for k, p in enumerate(row):
+                if not dead[i]:
+                    sendable.update(counts.sent[i][k][p if p >= 0 else state.floors[flat + k]])
+            flat += len(row)
+        if any(n > sendable[c] for c, n in wanted.items()):
+            for n in range(idx, len(timeline)):  # the first ! that nothing is left to send
+                entry = timeline[n]
+                if entry[0] == "e" and entry[2] == "!" and n not in state.taken:
+                    sendable[entry[3]] -= 1
+                    if sendable[entry[3]] < 0:
+                        return n
+    return None
 
 
 def _where(problem: _Problem) -> str:
@@ -324,6 +506,10 @@ def _search(problem: _Problem, state: _State) -> bool:
     timeline = problem.timeline
     if state.idx == len(timeline):
         return True
+    blocked = _hopeless(problem, state)
+    if blocked is not None:
+        problem.best = max(problem.best, blocked)
+        return False
     entry = timeline[state.idx]
     now = entry[1]
     if entry[0] == "q":
