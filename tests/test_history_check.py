@@ -316,3 +316,103 @@ def test_the_aggregate_subs_star_history_of_seed_12_is_decided() -> None:
     lost = history[:11] + history[12:]
     why = explain(lost, instances, programs, quiet)
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
+
+
+def test_the_copy_up_binary_history_of_seed_7_is_decided() -> None:
+    """A history of the property test (copy-up, binary tree, ``--hypothesis-seed=7``, 300
+    examples) left undecided at 50,000 states (and over ten minutes at 500,000) once copy-up's
+    offers went through the child's inbox at the parent. An early wrong choice (``<b 1 $x>``
+    hearing c5's ``<b 1 2>`` as the ``+(2,)`` at t=383) left the search exhausting the silent
+    positions of the eight senders of ``<b $x _>`` at t=551. That choice is hopeless:
+    ``+(1,)`` three times by t=551 needs every observation that can hold ``(1,)``, so
+    ``<b $x _>`` too, and each sender holds its ``<b 1 _>`` only while it holds ``<b 2 0>``:
+    ``<b $x _>`` would hold ``(2,)`` as well, with no ``+(2,)`` left to hear. Counting what
+    holding a vector brings along prunes it at once.
+
+    One explanation: ``<b _ _>`` starts c0 after one action (``+()``); ``<b $x _>`` too
+    (``+(2,)``); ``<b _ _>`` starts c1 after one and hears its message (``!()``); ``<a _>``
+    starts c2 after three (``+()``); c7's message reaches ``<b _ _>``, ``<b $x 1>`` and
+    ``<b $x _>`` (``!() !(2,) !(2,)``); ``<b 1 $x>`` starts c6 after two (``+(0,)``) and c2
+    after four (``+(1,)``); ``<a _>`` hears c6's message (``!()``); ``<b $x 1>`` and
+    ``<b $x _>`` start c2 after four (``+(1,) +(1,)``); ``<a _>`` hears c4's message
+    (``!()``); then the withdrawals (``<b $x _>`` and ``<a _>``, then the other three).
+    """
+
+    def holds(time: int, *values: tuple) -> Action:
+        return Action(time, adds=tuple(record(*v) for v in values))
+
+    def drops(time: int, *values: tuple) -> Action:
+        return Action(time, removes=tuple(record(*v) for v in values))
+
+    def says(time: int, value: tuple) -> Action:
+        return Action(time, message=(record(*value),))
+
+    programs = {
+        "c0@n0": [holds(67, ("b", 2, 0)), says(284, ("a", 2)), drops(358, ("b", 2, 0))],
+        "c1@n1": [holds(69, ("b", 2, 0)), says(202, ("b", 0, 1)), drops(359, ("b", 2, 0))],
+        "c2@n2": [
+            holds(71, ("b", 2, 0)),
+            says(205, ("b", 2, 2)),
+            holds(251, ("a", 0)),
+            holds(279, ("b", 1, 1)),
+            holds(356, ("b", 2, 1)),
+            drops(360, ("b", 2, 0), ("a", 0), ("b", 1, 1), ("b", 2, 1)),
+        ],
+        "c3@n3": [
+            holds(73, ("b", 2, 0)),
+            says(282, ("a", 0)),
+            holds(300, ("a", 1)),
+            drops(361, ("b", 2, 0), ("a", 1)),
+        ],
+        "c4@n4": [holds(75, ("b", 2, 0)), says(333, ("a", 0)), drops(362, ("b", 2, 0))],
+        "c5@n5": [
+            holds(77, ("b", 2, 0)),
+            holds(292, ("b", 1, 2)),
+            drops(363, ("b", 2, 0), ("b", 1, 2)),
+        ],
+        "c6@n6": [
+            holds(79, ("b", 2, 0)),
+            holds(247, ("b", 1, 0)),
+            says(308, ("a", 2)),
+            drops(364, ("b", 2, 0), ("b", 1, 0)),
+        ],
+        "c7@n1": [says(277, ("b", 2, 1)), Action(365)],
+        "c8@n0": [Action(366)],
+        "c9@n0": [Action(367)],
+    }
+    instances = [
+        Instance(rec_group(A, [DISCARD]), 68, 359, "c1@n1"),
+        Instance(rec_group(B, [lit(1), bind()]), 215, 365, "c7@n1"),
+        Instance(rec_group(B, [DISCARD, DISCARD]), 218, 365, "c7@n1"),
+        Instance(rec_group(B, [bind(), lit(1)]), 233, 365, "c7@n1"),
+        Instance(rec_group(B, [bind(), DISCARD]), 237, 359, "c1@n1"),
+    ]
+    quiet = [Checkpoint(186), Checkpoint(639)]
+    history = [
+        (259, "+", ()),
+        (383, "+", (2,)),
+        (425, "!", ()),
+        (426, "+", ()),
+        (513, "!", ()),
+        (513, "!", (2,)),
+        (513, "!", (2,)),
+        (542, "+", (0,)),
+        (543, "+", (1,)),
+        (544, "!", ()),
+        (551, "+", (1,)),
+        (551, "+", (1,)),
+        (555, "!", ()),
+        (559, "-", (1,)),
+        (559, "-", (2,)),
+        (559, "-", ()),
+        (561, "-", (0,)),
+        (561, "-", (1,)),
+        (561, "-", ()),
+        (561, "-", (1,)),
+    ]
+    assert explain(history, instances, programs, quiet) is None
+    # Without +(2,) and -(2,): <b $x _> can never hold (1,), and the two others hear +(1,)
+    # once each. A counterexample, found at once (not a give-up).
+    no_two = [event for event in history if event[1] == "!" or event[2] != (2,)]
+    why = explain(no_two, instances, programs, quiet)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why

@@ -45,7 +45,11 @@ counting alone shows the rest cannot be explained is not expanded (:func:`_hopel
 ``+c``/``-c`` changes by one how many live instances hold ``c``, which stays between zero and
 how many can, and at a quiet point is known; each ``!c`` needs a message not yet heard): a
 necessary condition, so no explanation is lost, and an early wrong choice is dropped at once
-instead of after every silent variation behind it.
+instead of after every silent variation behind it. The counting also knows what each instance
+can still hold and what holding a vector brings along (if every sender holds a ``<b 1 _>`` only
+while it holds ``<b 2 0>``, ``<b $x _>`` holds ``(1,)`` only with ``(2,)``): at a turn's end
+where every instance that can hold ``c`` must, each holds what ``c`` brings, and each one that
+did not has heard a ``+`` of it (:func:`_forced`; necessary conditions too).
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
@@ -133,6 +137,9 @@ class _Pair:
     """Every captures vector its actions change or send."""
     decrements: bool = False
     """Whether one of its actions takes a count down."""
+    implies: list[dict[tuple, frozenset[tuple]]] = field(default_factory=list)
+    """``implies[f]``: per captures vector ``c`` it holds at some position from ``f`` on, the
+    vectors it holds at every such position holding ``c`` (``c`` among them)."""
 
 
 @dataclass
@@ -156,6 +163,10 @@ class _Problem:
     at ``p``: ``-1 - p``): it depends on nothing else, and many states share them."""
     counts: _Counts | None = None
     """What :func:`_hopeless` needs, computed once."""
+    reach: dict[tuple[int, tuple[int, ...]], dict[tuple, frozenset[tuple]]] = field(
+        default_factory=dict
+    )
+    """:func:`_reach`'s answers, by instance and the positions its pairs go on from."""
     best: int = 0
     budget: int = BUDGET
     """States the search may visit before it gives up."""
@@ -228,6 +239,8 @@ class _Counts(NamedTuple):
     sent: list[list[list[Counter]]]
     """Per instance, per pair, per position ``p``: the captures of the messages of the
     sender's actions from ``p`` on that the instance can hear."""
+    gains: list[Counter]
+    """``gains[n]``: per captures vector, the ``+`` events before timeline index ``n``."""
 
 
 def _counts(problem: _Problem) -> _Counts:
@@ -251,6 +264,11 @@ def _counts(problem: _Problem) -> _Counts:
         if entry[0] == "e" and entry[2] != "!":
             sums[-1][entry[3]] += 1 if entry[2] == "+" else -1
         n += 1
+    gains = [Counter()]
+    for entry in timeline:
+        gains.append(gains[-1].copy())
+        if entry[0] == "e" and entry[2] == "+":
+            gains[-1][entry[3]] += 1
     ranges: dict[int, dict[tuple, tuple[int, int]]] = {size: {}}
     later: dict[tuple, tuple[int, int]] = {}
     for start, end in reversed(turns):
@@ -299,7 +317,7 @@ def _counts(problem: _Problem) -> _Counts:
             later.reverse()
             per_pair.append(later)
         sent.append(per_pair)
-    return _Counts(ends, turns, sums, ranges, quiets, messages, sent)
+    return _Counts(ends, turns, sums, ranges, quiets, messages, sent, gains)
 
 
 def _hopeless(problem: _Problem, state: _State) -> int | None:
@@ -360,6 +378,9 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
         for c in held.keys() | there.keys() | fixed.keys():
             if not fixed[c] <= held[c] + there[c] - base[c] <= cap[c]:
                 return q
+    blocked = _forced(problem, state, held, following)
+    if blocked is not None:
+        return blocked
     wanted = counts.messages[idx].copy()
     wanted.subtract(timeline[n][3] for n in state.taken if timeline[n][2] == "!")
     if +wanted:
@@ -380,6 +401,77 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
                     if sendable[entry[3]] < 0:
                         return n
     return None
+
+
+def _forced(problem: _Problem, state: _State, held: Counter, following: int) -> int | None:
+    """The start of a turn whose end :func:`_hopeless`'s counting, sharpened by what the
+    instances can still hold, shows cannot be reached from ``state``, if any (a necessary
+    condition: pruning on it loses no explanation).
+
+    ``held``: per captures vector, how many live instances hold it at the end of the current
+    turn; ``following``: the timeline index of the next turn. A pair's position only grows
+    (a window not started starts at its floor or later), so an instance can hold ``c`` from
+    now on only where one of its pairs holds ``c`` from there on, and then it also holds
+    every vector that pair holds at every such position (:func:`_reach`: ``c`` *brings*
+    them). At a turn's end as many live instances hold ``c`` as the counting says: no more
+    than can; if exactly as many as can, every one that can holds ``c`` there, and so what
+    ``c`` brings. Then each vector must be held by at least as many as are so forced to hold
+    it, and each forced instance that does not hold it now has one ``+`` of it heard by then
+    (an instance comes to hold a vector only audibly): no more than ``E`` hears in between.
+    """
+    counts = problem.counts
+    assert counts is not None
+    reach: dict[int, dict[tuple, frozenset[tuple]]] = {}
+    room: Counter = Counter()
+    for i, row in enumerate(state.pos):
+        if not state.dead[i]:
+            reach[i] = _reach(problem, state, i, row)
+            room.update(reach[i].keys())
+    later = counts.ranges[following]
+    if all(held[c] + later.get(c, (0, 0))[1] < n for c, n in room.items()):
+        return None  # no count reaches how many instances can hold it: nothing is forced
+    sums, gains = counts.sums, counts.gains
+    end = counts.ends[state.idx]
+    base = sums[end]
+    taken = Counter(problem.timeline[n][3] for n in state.taken if problem.timeline[n][2] == "+")
+    turns = [(state.idx, end)] + [turn for turn in counts.turns if turn[0] >= following]
+    for start, stop in turns:
+        musts: dict[tuple, set[int]] = {}
+        for c, n in room.items():
+            count = held[c] + sums[stop][c] - base[c]
+            if count > n:
+                return start
+            if count == n:
+                for i, implied in reach.items():
+                    if c in implied:
+                        for d in implied[c]:
+                            musts.setdefault(d, set()).add(i)
+        for d, who in musts.items():
+            if len(who) > held[d] + sums[stop][d] - base[d]:
+                return start
+            gaining = sum(1 for i in who if _view(problem, i, state.pos[i])[d] <= 0)
+            if gaining > gains[stop][d] - gains[state.idx][d] - taken[d]:
+                return start
+    return None
+
+
+def _reach(
+    problem: _Problem, state: _State, i: int, row: tuple[int, ...]
+) -> dict[tuple, frozenset[tuple]]:
+    """Per captures vector that instance ``i`` (positions ``row``) may hold from ``state`` on,
+    the vectors it then surely holds too: the intersection of its pairs' :attr:`_Pair.implies`
+    from their positions (or lowest starts) on. Memoised: many states share them."""
+    flat = _flat(problem, i, 0)
+    froms = tuple(p if p >= 0 else state.floors[flat + k] for k, p in enumerate(row))
+    key = (i, froms)
+    reach = problem.reach.get(key)
+    if reach is None:
+        reach = {}
+        for pair, f in zip(problem.pairs[i], froms, strict=True):
+            for c, implied in pair.implies[f].items():
+                reach[c] = reach[c] & implied if c in reach else implied
+        problem.reach[key] = reach
+    return reach
 
 
 def _where(problem: _Problem) -> str:
@@ -424,6 +516,14 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         produces.update((kind, c) for c in changes for kind in "+-")
         if sent is not None:
             produces.add(("!", sent))
+    implies: list[dict[tuple, frozenset[tuple]]] = [{}]
+    for now in reversed(held):
+        here = frozenset(now)
+        nxt = dict(implies[-1])
+        for c in here:
+            nxt[c] = here & nxt[c] if c in nxt else here
+        implies.append(nxt)
+    implies.reverse()
     return _Pair(
         j,
         deltas,
@@ -433,6 +533,7 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         produces,
         frozenset(c for _kind, c in produces),
         any(n < 0 for changes, _sent in deltas for n in changes.values()),
+        implies[:-1],
     )
 
 
