@@ -539,6 +539,9 @@ class Relay:
         self.role = role
         self.initial = initial
         self.limits = limits
+        self._event_limit = limits.max_frame_size - _TURN_OVERHEAD
+        """Bytes the events of one packet may take together (so also one event): the frame
+        size less the packet's own label and headers."""
         self.handle_limits = max_handles
         self.max_handles = max_handles if isinstance(max_handles, int) else 0
         """The bound in force: set from ``handle_limits`` by the far side's role at its hello."""
@@ -1087,7 +1090,7 @@ class Relay:
         items = run if self._bare else [(oid, [_MESSAGE_HEAD, value]) for oid, value in run]
         membrane = self._membrane
         membrane.lifted = lifted = []
-        encodings = self._encoder.encode_all(items, self.limits.max_frame_size - _TURN_OVERHEAD)
+        encodings = self._encoder.encode_all(items, self._event_limit)
         if encodings is None:
             membrane.release(lifted)
             for oid, value in run:
@@ -1110,7 +1113,7 @@ class Relay:
             items = [(handle,) for handle in live]
         else:
             items = [(outbound[handle][0], [_RETRACT_HEAD, handle]) for handle in live]  # type: ignore[index]
-        encodings = self._encoder.encode_all(items, self.limits.max_frame_size - _TURN_OVERHEAD)
+        encodings = self._encoder.encode_all(items, self._event_limit)
         if encodings is None:
             for handle in handles:
                 self._send_retract(None, handle)
@@ -1153,7 +1156,7 @@ class Relay:
         membrane = self._membrane
         membrane.lifted = []
         try:  # on failure, the encoder forgets the cache definitions it made for this event
-            data = self._encoder.encode(item, max_size=self.limits.max_frame_size - _TURN_OVERHEAD)
+            data = self._encoder.encode(item, max_size=self._event_limit)
         except CodecError as e:
             membrane.release(membrane.lifted)
             log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
@@ -1274,7 +1277,7 @@ class Relay:
         """Write ``<turn [event ...]>`` packets, splitting only if one would exceed the frame
         size limit or :data:`TURN_PACKET_EVENTS`. The retractions come last (:meth:`_seal`),
         so a split packet never shows the far side a gap that the whole one would not."""
-        limit = self.limits.max_frame_size - _TURN_OVERHEAD
+        limit = self._event_limit
         count = len(events)
         if count == 1 or (count <= TURN_PACKET_EVENTS and sum(map(len, events)) <= limit):
             self._write_turn(events)  # the usual case: one packet
