@@ -236,6 +236,21 @@ def test_the_search_gives_up_past_its_budget_undecided() -> None:
     assert explain([(3, "+", ())], [only(pattern)], programs, quiet) is None
 
 
+def holds(time: int, *values: tuple) -> Action:
+    """An action asserting a record per ``(label, field ...)`` of ``values``."""
+    return Action(time, adds=tuple(record(*v) for v in values))
+
+
+def drops(time: int, *values: tuple) -> Action:
+    """An action retracting a record per ``(label, field ...)`` of ``values``."""
+    return Action(time, removes=tuple(record(*v) for v in values))
+
+
+def says(time: int, value: tuple) -> Action:
+    """An action sending the record ``(label, field ...)``."""
+    return Action(time, message=(record(*value),))
+
+
 def test_the_aggregate_subs_star_history_of_seed_12_is_decided() -> None:
     """A history of the property test (aggregate-subs, star, ``--hypothesis-seed=12``) that
     the search left undecided at 500,000 states: an early wrong choice (withdrawing the
@@ -251,35 +266,33 @@ def test_the_aggregate_subs_star_history_of_seed_12_is_decided() -> None:
     c1 after five actions and c4 after one (``+(0,) +(2,) +(1,)``); c3's and c4's
     retractions give ``-(1,)`` twice, and the three withdrawals the rest.
     """
-    b = record
-
-    def holds(time: int, *values: tuple[int, int]) -> Action:
-        return Action(time, adds=tuple(b("b", *v) for v in values))
-
-    def drops(time: int, *values: tuple[int, int]) -> Action:
-        return Action(time, removes=tuple(b("b", *v) for v in values))
-
-    def says(time: int, value: tuple[int, int]) -> Action:
-        return Action(time, message=(b("b", *value),))
-
     programs = {
-        "c0@n0": [holds(41, (0, 2)), says(170, (0, 0)), says(192, (1, 1)), drops(269, (0, 2))],
+        "c0@n0": [
+            holds(41, ("b", 0, 2)),
+            says(170, ("b", 0, 0)),
+            says(192, ("b", 1, 1)),
+            drops(269, ("b", 0, 2)),
+        ],
         "c1@n1": [
-            holds(43, (0, 1)),
-            drops(249, (0, 1)),
-            holds(281, (0, 1)),
-            holds(322, (2, 1)),
-            holds(351, (2, 1)),
-            drops(360, (0, 1), (2, 1), (2, 1)),
+            holds(43, ("b", 0, 1)),
+            drops(249, ("b", 0, 1)),
+            holds(281, ("b", 0, 1)),
+            holds(322, ("b", 2, 1)),
+            holds(351, ("b", 2, 1)),
+            drops(360, ("b", 0, 1), ("b", 2, 1), ("b", 2, 1)),
         ],
-        "c2@n2": [holds(45, (0, 2)), holds(260, (0, 1)), drops(318, (0, 2), (0, 1))],
+        "c2@n2": [
+            holds(45, ("b", 0, 2)),
+            holds(260, ("b", 0, 1)),
+            drops(318, ("b", 0, 2), ("b", 0, 1)),
+        ],
         "c3@n3": [
-            holds(47, (0, 1)),
-            holds(156, (1, 1)),
-            says(301, (0, 0)),
-            drops(361, (0, 1), (1, 1)),
+            holds(47, ("b", 0, 1)),
+            holds(156, ("b", 1, 1)),
+            says(301, ("b", 0, 0)),
+            drops(361, ("b", 0, 1), ("b", 1, 1)),
         ],
-        "c4@n2": [holds(179, (1, 1)), drops(342, (1, 1)), Action(362)],
+        "c4@n2": [holds(179, ("b", 1, 1)), drops(342, ("b", 1, 1)), Action(362)],
         "c5@n1": [Action(363)],
         "c6@n1": [Action(364)],
         "c7@n0": [Action(365)],
@@ -337,15 +350,6 @@ def test_the_copy_up_binary_history_of_seed_7_is_decided() -> None:
     ``<b $x _>`` start c2 after four (``+(1,) +(1,)``); ``<a _>`` hears c4's message
     (``!()``); then the withdrawals (``<b $x _>`` and ``<a _>``, then the other three).
     """
-
-    def holds(time: int, *values: tuple) -> Action:
-        return Action(time, adds=tuple(record(*v) for v in values))
-
-    def drops(time: int, *values: tuple) -> Action:
-        return Action(time, removes=tuple(record(*v) for v in values))
-
-    def says(time: int, value: tuple) -> Action:
-        return Action(time, message=(record(*value),))
 
     programs = {
         "c0@n0": [holds(67, ("b", 2, 0)), says(284, ("a", 2)), drops(358, ("b", 2, 0))],
