@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from types import GeneratorType
@@ -90,28 +91,38 @@ class Entity:
 
 
 class Ref(Embedded):
-    """A reference to an entity living in a facet of an actor. Compared by identity."""
+    """A reference to an entity living in a facet of an actor.
 
-    __slots__ = ("_hash", "actor", "entity", "facet")
+    There is one Ref per (facet, entity) at a time: making another while the first lives
+    returns the first. So two refs are equal exactly when they are the same object, and refs
+    compare and hash as objects do, in C: a ref is hashed or compared at each table it keys
+    (handles, deliveries, the relay's exports) and in each rule that tests a hop, a few dozen
+    times per assertion over a chain, which cost a Python call each when refs compared their
+    entity and facet."""
 
-    def __init__(self, facet: Facet, entity: Entity) -> None:
-        self.actor = facet.actor
-        self.facet = facet
-        self.entity = entity
-        self._hash = hash((id(entity), id(facet)))
+    __slots__ = ("__weakref__", "actor", "entity", "facet")
 
-    def __eq__(self, other: object) -> bool:
-        return self is other or (
-            other.__class__ is Ref
-            and other.entity is self.entity  # type: ignore[attr-defined]
-            and other.facet is self.facet  # type: ignore[attr-defined]
-        )
+    actor: Actor
+    entity: Entity
+    facet: Facet
 
-    def __hash__(self) -> int:
-        return self._hash
+    def __new__(cls, facet: Facet, entity: Entity) -> Ref:
+        key = (id(facet), id(entity))  # both alive while a ref to them is in the table
+        ref = _REFS.get(key)
+        if ref is None:
+            ref = object.__new__(cls)
+            ref.actor = facet.actor
+            ref.facet = facet
+            ref.entity = entity
+            _REFS[key] = ref
+        return ref
 
     def __repr__(self) -> str:
         return f"<ref {type(self.entity).__name__}@{self.actor.name}>"
+
+
+_REFS: weakref.WeakValueDictionary[tuple[int, int], Ref] = weakref.WeakValueDictionary()
+"""The live refs by the ids of their facet and entity (see :class:`Ref`)."""
 
 
 register_reference_class(Ref)
