@@ -343,9 +343,7 @@ class Turn:
         at once, as :meth:`_run_inline` delivers the other events, without the event tuple
         and the two calls that would take: most messages inside a node go to rule steps."""
         target = ref.actor
-        if target is self._target and target is not self.actor:  # one more for that batch
-            self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
-        elif target is self.actor and ref.entity.inline:
+        if target is self.actor and ref.entity.inline:
             facet = ref.facet
             if facet.alive:
                 saved = self.facet
@@ -353,6 +351,8 @@ class Turn:
                 self.actor.work += 1
                 ref.entity.on_message(self, value)
                 self.facet = saved
+        elif target is self._target:  # one more for that batch (a dataspace's, a relay's)
+            self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
         else:
             self._send(ref, (MESSAGE, ref, value, None))
 
