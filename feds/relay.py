@@ -858,16 +858,17 @@ class Relay:
         """Validate one bare event (version 4) against the handle table; return it as an
         operation. Its length says its kind: ``[handle]`` a retraction, ``[oid value]`` a
         message, ``[oid value handle]`` an assertion, ``[oid peer #t]`` a sync."""
-        if item.__class__ is not tuple or not 1 <= len(item) <= 3:
+        if item.__class__ is not tuple:
             raise ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
-        if len(item) == 1:
-            return self._check_retract(None, item[0])
+        n = len(item)
+        if n < 2:
+            if n:
+                return self._check_retract(None, item[0])
+            raise _bare_event_error(item)
         oid = item[0]
-        if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
-            raise ProtocolError("malformed event: the oid is not a non-negative integer")
-        if oid >= self._membrane.next_oid:  # never allocated here
-            raise ProtocolError(f"unknown oid {oid}")
-        if len(item) == 2:
+        if oid.__class__ is not int or not 0 <= oid < self._membrane.next_oid or n > 3:
+            raise _bare_event_error(item)
+        if n == 2:
             return (MESSAGE, oid, item[1], None)
         third = item[2]
         if third is not True:
@@ -1398,3 +1399,13 @@ def exchange(a: Relay, b: Relay) -> int:
     if ba:
         a.receive(ba)
     return len(ab) + len(ba)
+
+
+def _bare_event_error(item: tuple) -> ProtocolError:
+    """What is wrong with a bare event whose length or oid the fast check refused."""
+    if not 1 <= len(item) <= 3:
+        return ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
+    oid = item[0]
+    if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
+        return ProtocolError("malformed event: the oid is not a non-negative integer")
+    return ProtocolError(f"unknown oid {oid}")  # never allocated here
