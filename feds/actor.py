@@ -184,10 +184,10 @@ class Actor:
         return f"<actor {self.name}>"
 
 
-_kind, _ref = itemgetter(0), itemgetter(1)
+kind_of, ref_of = itemgetter(0), itemgetter(1)
+"""An event's kind and target ref: with ``map``, a batch is scanned in C, without a Python
+step per event."""
 _prompt = attrgetter("entity.prompt")
-"""An event's kind and target ref, and a ref's entity's :attr:`Entity.prompt`: a batch is
-scanned with these in C, with no Python step per event."""
 
 
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
@@ -197,7 +197,11 @@ def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> Non
     if sink is not None and not target.queued and sink(batch):
         return
     target.queued += 1
-    if target is actor and all(map(_prompt, map(_ref, batch))) and SYNC not in map(_kind, batch):
+    if (
+        target is actor
+        and all(map(_prompt, map(ref_of, batch)))
+        and SYNC not in map(kind_of, batch)
+    ):
         queue.appendleft((target, None, batch))
     else:
         queue.append((target, None, batch))
@@ -508,7 +512,7 @@ def adds_before_removes(batch: list[tuple]) -> list[tuple]:
 
     A batch of only retractions or without any is returned as it is.
     """
-    if RETRACT not in map(_kind, batch):  # most batches: a scan in C
+    if RETRACT not in map(kind_of, batch):  # most batches: a scan in C
         return batch
     removes = [event for event in batch if event[0] == RETRACT]
     if len(removes) == len(batch):

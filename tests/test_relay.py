@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from feds import codec
@@ -1220,3 +1220,47 @@ def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:
     client.close("bye")
     settle([sched], (server, client))
     assert len(ds) == 0 and server.exported_oids() == set()
+
+
+_BARE_ITEMS = st.one_of(
+    st.builds(lambda o, v: (o, v), st.sampled_from([0, 0, 1, 2]), st.integers(0, 3)),  # most
+    st.builds(lambda o, v: (o, v), st.sampled_from([0, 0, 1, 2]), st.integers(0, 3)),
+    st.builds(lambda o: (o, None), st.sampled_from([9, -1, 2**70, True, False, 0.0, "x"])),
+    st.builds(lambda v, h: (0, v, h), st.integers(0, 3), st.integers(0, 2)),  # an assertion
+    st.builds(lambda h: (h,), st.integers(0, 2)),  # a retraction
+    st.sampled_from([(), (0, 1, 2, 3), 5]),  # malformed
+)
+
+
+@given(st.booleans(), st.lists(st.lists(_BARE_ITEMS, max_size=6), min_size=1, max_size=4))
+@example(False, [[(0, 1), (1, 2), (0, 3)]])  # two actors: one batch each, in order
+@example(False, [[(0, 1), (False, 2)]])  # False is no oid, though a dict takes it for 0
+@example(True, [[(0, 1)], [(2, True)], [(0, 2)]])  # while a sync's answer is awaited, and after
+def test_a_packet_of_messages_is_applied_as_the_general_path_would(
+    sync: bool, packets: list
+) -> None:
+    """The relay works a packet of bare messages out in C (``Relay._message_batches``); every
+    packet, valid or not, must have exactly the effect the event-by-event path gives it: oid 0
+    and 1 are entities of two actors (their events in one log), oid 2 the answer to a sync this
+    end may have sent (which pins it until answered)."""
+
+    def run(fast: bool) -> tuple:
+        sched, relay, rec, _ = victim()
+        if not fast:
+            relay._message_batches = lambda items: None  # type: ignore[method-assign]
+        relay.receive(frames(HELLO4))
+        sched.run_until_idle()  # the handshake's turn: packets are then applied as they come
+        other = Recorder()
+        other.events = rec.events
+        relay._membrane.export(entity_ref(sched, other, "other")[1])  # oid 1
+        if sync:  # its answer's peer is oid 2
+            act(
+                sched, lambda t: t.sync(relay.remote_initial, lambda t: rec.events.append("synced"))
+            )
+            sched.run_until_idle()
+        for events in packets:
+            relay.receive(frames(turn(*events)))
+            sched.run_until_idle()
+        return rec.events, relay.close_reason, relay._sync_pins, relay.exported_oids()
+
+    assert run(fast=True) == run(fast=False)
