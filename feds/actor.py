@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, itemgetter
 from types import GeneratorType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from feds.values import Embedded, Value, register_reference_class
 
@@ -189,6 +189,11 @@ kind_of, ref_of = itemgetter(0), itemgetter(1)
 step per event."""
 _prompt = attrgetter("entity.prompt")
 
+SCAN_IN_C: Final = 16
+"""The length from which a batch is scanned in C rather than with a Python loop: setting up a
+scan in C (a ``map`` and an ``all`` or a ``set``) costs about ten events' worth of loop, so a
+lone event's batch would pay more for it (cachegrind, a lone message crossing a node)."""
+
 
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
     """Queue a turn's ``batch`` for ``target``: next if ``actor`` sent it to its own prompt
@@ -197,14 +202,19 @@ def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> Non
     if sink is not None and not target.queued and sink(batch):
         return
     target.queued += 1
-    if (
-        target is actor
-        and all(map(_prompt, map(ref_of, batch)))
-        and SYNC not in map(kind_of, batch)
-    ):
-        queue.appendleft((target, None, batch))
-    else:
-        queue.append((target, None, batch))
+    if target is actor:  # to its prompt entities only, with no sync request: next
+        if len(batch) >= SCAN_IN_C:
+            if all(map(_prompt, map(ref_of, batch))) and SYNC not in map(kind_of, batch):
+                queue.appendleft((target, None, batch))
+                return
+        else:
+            for kind, ref, _payload, _handle in batch:
+                if kind == SYNC or not ref.entity.prompt:
+                    break
+            else:
+                queue.appendleft((target, None, batch))
+                return
+    queue.append((target, None, batch))
 
 
 class Turn:

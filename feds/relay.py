@@ -824,7 +824,12 @@ class Relay:
             )
         self._syncs_in = False
         items = packet.fields[0]
-        if self._bare and not refs and not (self._applying or self._ready_queued):
+        if (
+            len(items) >= actors.SCAN_IN_C
+            and self._bare
+            and not refs
+            and not (self._applying or self._ready_queued)
+        ):
             batches = self._message_batches(items)
             if batches is not None:
                 self.stats.events_in += len(items)
@@ -846,7 +851,9 @@ class Relay:
         """What :meth:`_apply_now` would queue for a packet of bare messages, all to live oids
         of one actor, worked out in C (no Python step per event); None for any other packet,
         which then takes the general path, event by event: everything else, wrong or not, is
-        left to that path's checks. Not while a sync pins oids (each message unpins)."""
+        left to that path's checks. Not while a sync pins oids (each message unpins); the caller
+        asks only for packets of :data:`~feds.actor.SCAN_IN_C` events or more (for fewer, the
+        loop is cheaper)."""
         if self._sync_pins or set(map(type, items)) != _TUPLE_ONLY or set(map(len, items)) != {2}:
             return None
         oids = list(map(actors.kind_of, items))  # an item's first field
@@ -1232,54 +1239,58 @@ class Relay:
         A batch holding anything but proxies (a sync's reply entity), or more events than one
         packet, is left to a turn (False): the scheduler may run a big one in slices. If
         encoding raises, the relay actor crashes as its turn would have, sending none of it.
+        A long batch is scanned in C (:data:`~feds.actor.SCAN_IN_C`), and if it holds only
+        messages, they are gathered in C too.
         """
-        if len(batch) > TURN_PACKET_EVENTS or not _PROXY_ONLY.issuperset(
-            map(_entity_class, map(actors.ref_of, batch))
-        ):
+        n = len(batch)
+        if n > TURN_PACKET_EVENTS:
             return False
+        if n >= actors.SCAN_IN_C:
+            if not _PROXY_ONLY.issuperset(map(_entity_class, map(actors.ref_of, batch))):
+                return False
+        else:
+            for event in batch:
+                if event[1].entity.__class__ is not _Proxy:
+                    return False
         if self.closed:  # its proxies drop everything
             return True
         self._flush_turn = None  # what was gathered so far is committed
         self._begin()
-        self.actor.work += len(batch)
+        self.actor.work += n
         try:
-            if _MESSAGES_ONLY.issuperset(map(actors.kind_of, batch)):  # gathered in C
+            if n >= actors.SCAN_IN_C and _MESSAGES_ONLY.issuperset(map(actors.kind_of, batch)):
                 oids = map(_oid_of, map(actors.ref_of, batch))
                 self._send_messages(list(zip(oids, map(_payload_of, batch), strict=True)))
-            else:
-                self._take_events(batch)
+                self._flush()
+                return True
+            if n > 1:
+                batch = actors.adds_before_removes(batch)
+            message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
+            messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
+            retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
+            for kind, ref, payload, handle in batch:
+                if kind == message:
+                    messages.append((ref.entity.oid, payload))
+                    continue
+                if messages:
+                    self._send_messages(messages)
+                    messages = []
+                if kind == retract:
+                    retractions.append(handle)
+                elif kind == publish:
+                    self._send_assert(None, ref.entity.oid, payload, handle)
+                else:
+                    self._send_sync(None, ref.entity.oid, payload)
+            if messages:
+                self._send_messages(messages)
+            if retractions:
+                self._send_retracts(retractions)
             self._flush()
         except Exception as exc:  # as a crash of the turn: nothing of it is sent
             del self._events[self._mark :]
             del self._removals[self._mark_removals :]
             self.scheduler.crash(self.actor, exc)
         return True
-
-    def _take_events(self, batch: list[tuple]) -> None:
-        """Encode a batch of events of any kind for :meth:`take`, in the order a turn of the
-        relay actor would take them."""
-        if len(batch) > 1:
-            batch = actors.adds_before_removes(batch)
-        message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
-        messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
-        retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
-        for kind, ref, payload, handle in batch:
-            if kind == message:
-                messages.append((ref.entity.oid, payload))
-                continue
-            if messages:
-                self._send_messages(messages)
-                messages = []
-            if kind == retract:
-                retractions.append(handle)
-            elif kind == publish:
-                self._send_assert(None, ref.entity.oid, payload, handle)
-            else:
-                self._send_sync(None, ref.entity.oid, payload)
-        if messages:
-            self._send_messages(messages)
-        if retractions:
-            self._send_retracts(retractions)
 
     # -- packets: one per run of turns -------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from feds import codec
-from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.actor import SCAN_IN_C, Actor, Entity, Handle, Ref, Scheduler, Turn
 from feds.codec import DEFAULT_LIMITS, CodecError, Encoder, FrameDecoder, Limits, decode
 from feds.relay import (
     BARE_EVENTS_VERSION,
@@ -1222,20 +1222,25 @@ def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:
     assert len(ds) == 0 and server.exported_oids() == set()
 
 
-_BARE_ITEMS = st.one_of(
-    st.builds(lambda o, v: (o, v), st.sampled_from([0, 0, 1, 2]), st.integers(0, 3)),  # most
-    st.builds(lambda o, v: (o, v), st.sampled_from([0, 0, 1, 2]), st.integers(0, 3)),
+_BARE_MESSAGE = st.builds(lambda o, v: (o, v), st.sampled_from([0, 0, 1, 2]), st.integers(0, 3))
+_BARE_ODD = st.one_of(
     st.builds(lambda o: (o, None), st.sampled_from([9, -1, 2**70, True, False, 0.0, "x"])),
     st.builds(lambda v, h: (0, v, h), st.integers(0, 3), st.integers(0, 2)),  # an assertion
     st.builds(lambda h: (h,), st.integers(0, 2)),  # a retraction
     st.sampled_from([(), (0, 1, 2, 3), 5]),  # malformed
 )
+_BARE_ITEMS = st.one_of(*[_BARE_MESSAGE] * 12, _BARE_ODD)  # many packets of messages only
 
 
-@given(st.booleans(), st.lists(st.lists(_BARE_ITEMS, max_size=6), min_size=1, max_size=4))
-@example(False, [[(0, 1), (1, 2), (0, 3)]])  # two actors: one batch each, in order
-@example(False, [[(0, 1), (False, 2)]])  # False is no oid, though a dict takes it for 0
-@example(True, [[(0, 1)], [(2, True)], [(0, 2)]])  # while a sync's answer is awaited, and after
+_LONG = SCAN_IN_C  # a packet of messages is worked out in C from this many
+
+
+@given(st.booleans(), st.lists(st.lists(_BARE_ITEMS, max_size=2 * _LONG), min_size=1, max_size=4))
+@example(False, [[(0, 1), (1, 2), (0, 3)] * _LONG])  # two actors: one batch each, in order
+@example(False, [[(0, 1)] * _LONG + [(False, 2)]])  # False is no oid, though a dict takes it for 0
+@example(False, [[(0, 1)] * _LONG + [(9, 2)]])  # an unknown oid
+@example(False, [[(0, 1)] * _LONG + [(0, 1, 5)], [(0, 2)] * _LONG + [(5,)]])  # not only messages
+@example(True, [[(0, 1)] * _LONG, [(2, True)] * _LONG])  # a sync's answer awaited, then given
 def test_a_packet_of_messages_is_applied_as_the_general_path_would(
     sync: bool, packets: list
 ) -> None:
