@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter, itemgetter
 from types import GeneratorType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from feds.values import Embedded, Value, register_reference_class
 
@@ -90,28 +92,38 @@ class Entity:
 
 
 class Ref(Embedded):
-    """A reference to an entity living in a facet of an actor. Compared by identity."""
+    """A reference to an entity living in a facet of an actor.
 
-    __slots__ = ("_hash", "actor", "entity", "facet")
+    There is one Ref per (facet, entity) at a time: making another while the first lives
+    returns the first. So two refs are equal exactly when they are the same object, and refs
+    compare and hash as objects do, in C: a ref is hashed or compared at each table it keys
+    (handles, deliveries, the relay's exports) and in each rule that tests a hop, a few dozen
+    times per assertion over a chain, which cost a Python call each when refs compared their
+    entity and facet."""
 
-    def __init__(self, facet: Facet, entity: Entity) -> None:
-        self.actor = facet.actor
-        self.facet = facet
-        self.entity = entity
-        self._hash = hash((id(entity), id(facet)))
+    __slots__ = ("__weakref__", "actor", "entity", "facet")
 
-    def __eq__(self, other: object) -> bool:
-        return self is other or (
-            other.__class__ is Ref
-            and other.entity is self.entity  # type: ignore[attr-defined]
-            and other.facet is self.facet  # type: ignore[attr-defined]
-        )
+    actor: Actor
+    entity: Entity
+    facet: Facet
 
-    def __hash__(self) -> int:
-        return self._hash
+    def __new__(cls, facet: Facet, entity: Entity) -> Ref:
+        key = (id(facet), id(entity))  # both alive while a ref to them is in the table
+        ref = _REFS.get(key)
+        if ref is None:
+            ref = object.__new__(cls)
+            ref.actor = facet.actor
+            ref.facet = facet
+            ref.entity = entity
+            _REFS[key] = ref
+        return ref
 
     def __repr__(self) -> str:
         return f"<ref {type(self.entity).__name__}@{self.actor.name}>"
+
+
+_REFS: weakref.WeakValueDictionary[tuple[int, int], Ref] = weakref.WeakValueDictionary()
+"""The live refs by the ids of their facet and entity (see :class:`Ref`)."""
 
 
 register_reference_class(Ref)
@@ -151,7 +163,10 @@ class Actor:
         self.outbound: dict[Handle, tuple[Facet, Ref]] = {}
         self.exit_hooks: list[Callable[[Actor], None]] = []
         self.work = 0
-        """Events delivered to this actor, not counting sync traffic (see :meth:`Turn.sync`)."""
+        """Grows whenever this actor is handed events other than sync traffic (see
+        :meth:`Turn.sync`): a batch adds its length, less its sync requests and answers, also
+        events for facets that stopped meanwhile (``feds.node.Node.local_flush`` only asks
+        whether it moved)."""
         self.sink: Callable[[list[tuple]], bool] | None = None
         """If set, offered each batch sent to this actor at the sending turn's commit, unless an
         earlier batch for it waits in the queue: it returns True if it has handled the batch
@@ -169,6 +184,17 @@ class Actor:
         return f"<actor {self.name}>"
 
 
+kind_of, ref_of = itemgetter(0), itemgetter(1)
+"""An event's kind and target ref: with ``map``, a batch is scanned in C, without a Python
+step per event."""
+_prompt = attrgetter("entity.prompt")
+
+SCAN_IN_C: Final = 16
+"""The length from which a batch is scanned in C rather than with a Python loop: setting up a
+scan in C (a ``map`` and an ``all`` or a ``set``) costs about ten events' worth of loop, so a
+lone event's batch would pay more for it (cachegrind, a lone message crossing a node)."""
+
+
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
     """Queue a turn's ``batch`` for ``target``: next if ``actor`` sent it to its own prompt
     entities (:attr:`Entity.prompt`), else behind everything queued."""
@@ -176,13 +202,18 @@ def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> Non
     if sink is not None and not target.queued and sink(batch):
         return
     target.queued += 1
-    if target is actor:
-        for kind, ref, _payload, _handle in batch:
-            if kind == SYNC or not ref.entity.prompt:
-                break
+    if target is actor:  # to its prompt entities only, with no sync request: next
+        if len(batch) >= SCAN_IN_C:
+            if all(map(_prompt, map(ref_of, batch))) and SYNC not in map(kind_of, batch):
+                queue.appendleft((target, None, batch))
+                return
         else:
-            queue.appendleft((target, None, batch))
-            return
+            for kind, ref, _payload, _handle in batch:
+                if kind == SYNC or not ref.entity.prompt:
+                    break
+            else:
+                queue.appendleft((target, None, batch))
+                return
     queue.append((target, None, batch))
 
 
@@ -332,9 +363,7 @@ class Turn:
         at once, as :meth:`_run_inline` delivers the other events, without the event tuple
         and the two calls that would take: most messages inside a node go to rule steps."""
         target = ref.actor
-        if target is self._target and target is not self.actor:  # one more for that batch
-            self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
-        elif target is self.actor and ref.entity.inline:
+        if target is self.actor and ref.entity.inline:
             facet = ref.facet
             if facet.alive:
                 saved = self.facet
@@ -342,6 +371,8 @@ class Turn:
                 self.actor.work += 1
                 ref.entity.on_message(self, value)
                 self.facet = saved
+        elif target is self._target:  # one more for that batch (a dataspace's, a relay's)
+            self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
         else:
             self._send(ref, (MESSAGE, ref, value, None))
 
@@ -480,6 +511,7 @@ class _SyncReply(Entity):
         self.done = False
 
     def on_message(self, turn: Turn, value: Value) -> None:
+        turn.actor.work -= 1  # an answer to a sync is no work (Actor.work)
         if not self.done:
             self.done = True
             self.callback(turn)
@@ -490,8 +522,10 @@ def adds_before_removes(batch: list[tuple]) -> list[tuple]:
 
     A batch of only retractions or without any is returned as it is.
     """
+    if RETRACT not in map(kind_of, batch):  # most batches: a scan in C
+        return batch
     removes = [event for event in batch if event[0] == RETRACT]
-    if not removes or len(removes) == len(batch):
+    if len(removes) == len(batch):
         return batch
     return [event for event in batch if event[0] != RETRACT] + removes
 
@@ -638,6 +672,7 @@ class Scheduler:
         if start or end - start > room:
             end = min(end, start + room)
             events = itertools.islice(batch, start, end)
+        actor.work += end - start  # less the sync traffic, below
         try:
             for kind, ref, payload, handle in events:
                 facet = ref.facet
@@ -645,17 +680,13 @@ class Scheduler:
                     continue
                 turn.facet = facet
                 if kind == PUBLISH:
-                    actor.work += 1
                     ref.entity.on_publish(turn, payload, handle)
                 elif kind == MESSAGE:
-                    entity = ref.entity
-                    if entity.__class__ is not _SyncReply:
-                        actor.work += 1
-                    entity.on_message(turn, payload)
+                    ref.entity.on_message(turn, payload)
                 elif kind == RETRACT:
-                    actor.work += 1
                     ref.entity.on_retract(turn, handle)
                 else:
+                    actor.work -= 1
                     ref.entity.on_sync(turn, payload)
             turn.facet = actor.root
             if end < len(batch):

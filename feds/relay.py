@@ -46,7 +46,8 @@ import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from itertools import chain
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import Final
 
@@ -291,6 +292,18 @@ class _Proxy(Entity):
 
     def __repr__(self) -> str:
         return f"<proxy {self.oid} of {self.relay.name}>"
+
+
+_PROXY_ONLY: Final = frozenset((_Proxy,))
+_MESSAGES_ONLY: Final = frozenset((actors.MESSAGE,))
+_entity_class, _oid_of = attrgetter("entity.__class__"), attrgetter("entity.oid")
+_payload_of, _message_value = itemgetter(2), itemgetter(1)
+_entry_ref, _ref_actor = attrgetter("ref"), attrgetter("actor")
+_TUPLE_ONLY: Final = frozenset((tuple,))
+_INT_ONLY: Final = frozenset((int,))
+"""For :meth:`Relay.take` and :meth:`Relay._message_batches`, which scan a batch or a packet
+with them in C: a ref's entity's class, a proxy's oid, an event's payload, a bare message's
+value, a membrane entry's ref, a ref's actor."""
 
 
 class _Inert(Entity):
@@ -810,8 +823,21 @@ class Relay:
                 "receiver never gave (transient, or forged)"
             )
         self._syncs_in = False
+        items = packet.fields[0]
+        if (
+            len(items) >= actors.SCAN_IN_C
+            and self._bare
+            and not refs
+            and not (self._applying or self._ready_queued)
+        ):
+            batches = self._message_batches(items)
+            if batches is not None:
+                self.stats.events_in += len(items)
+                self._membrane.unheld = 0
+                self._queue_batches(batches, entries)
+                return
         check = self._check_bare_event if self._bare else self._check_event
-        ops = [check(item) for item in packet.fields[0]]
+        ops = [check(item) for item in items]
         self.stats.events_in += len(ops)
         if not ops:
             return
@@ -820,6 +846,28 @@ class Relay:
             self._enqueue(lambda turn: self._apply(turn, ops, entries, refs))
         else:
             self._apply_now(ops, entries, refs)
+
+    def _message_batches(self, items: tuple) -> dict[Actor, list[tuple]] | None:
+        """What :meth:`_apply_now` would queue for a packet of bare messages, all to live oids
+        of one actor, worked out in C (no Python step per event); None for any other packet,
+        which then takes the general path, event by event: everything else, wrong or not, is
+        left to that path's checks. Not while a sync pins oids (each message unpins); the caller
+        asks only for packets of :data:`~feds.actor.SCAN_IN_C` events or more (for fewer, the
+        loop is cheaper)."""
+        if self._sync_pins or set(map(type, items)) != _TUPLE_ONLY or set(map(len, items)) != {2}:
+            return None
+        oids = list(map(actors.kind_of, items))  # an item's first field
+        if set(map(type, oids)) != _INT_ONLY:  # not True for 1: the table would take it for 1
+            return None
+        entries = list(map(self._membrane.exports.get, oids))  # freed, unknown, negative: None
+        if None in entries:
+            return None
+        refs = list(map(_entry_ref, entries))
+        targets = set(map(_ref_actor, refs))
+        if len(targets) != 1:
+            return None
+        events = zip(repeat(actors.MESSAGE), refs, map(_message_value, items), repeat(None))
+        return {targets.pop(): list(events)}
 
     def _check_event(self, item: Value) -> tuple:
         """Validate one ``[oid event]`` against the handle table; return it as an operation."""
@@ -858,16 +906,17 @@ class Relay:
         """Validate one bare event (version 4) against the handle table; return it as an
         operation. Its length says its kind: ``[handle]`` a retraction, ``[oid value]`` a
         message, ``[oid value handle]`` an assertion, ``[oid peer #t]`` a sync."""
-        if item.__class__ is not tuple or not 1 <= len(item) <= 3:
+        if item.__class__ is not tuple:
             raise ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
-        if len(item) == 1:
-            return self._check_retract(None, item[0])
+        n = len(item)
+        if n < 2:
+            if n:
+                return self._check_retract(None, item[0])
+            raise _bare_event_error(item)
         oid = item[0]
-        if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
-            raise ProtocolError("malformed event: the oid is not a non-negative integer")
-        if oid >= self._membrane.next_oid:  # never allocated here
-            raise ProtocolError(f"unknown oid {oid}")
-        if len(item) == 2:
+        if oid.__class__ is not int or not 0 <= oid < self._membrane.next_oid or n > 3:
+            raise _bare_event_error(item)
+        if n == 2:
             return (MESSAGE, oid, item[1], None)
         third = item[2]
         if third is not True:
@@ -953,8 +1002,14 @@ class Relay:
         except Exception as exc:
             self.scheduler.crash(self.actor, exc)
             return
+        self._queue_batches(batches, entries)
+
+    def _queue_batches(self, batches: dict[Actor, list[tuple]], entries: list[_Entry]) -> None:
+        """Queue a packet's events for their targets, as the relay actor's turn would at its
+        commit (:meth:`_apply_now`)."""
         self.actor.work += 1
         self.scheduler.send(self.actor, batches)
+        membrane = self._membrane
         if entries:  # the decoded references' counts last until the events are queued
             membrane.release(entries)
         if membrane.dirty and self._flush_turn is None:  # else that turn's commit collects
@@ -1184,23 +1239,35 @@ class Relay:
         A batch holding anything but proxies (a sync's reply entity), or more events than one
         packet, is left to a turn (False): the scheduler may run a big one in slices. If
         encoding raises, the relay actor crashes as its turn would have, sending none of it.
+        A long batch is scanned in C (:data:`~feds.actor.SCAN_IN_C`), and if it holds only
+        messages, they are gathered in C too.
         """
-        if len(batch) > TURN_PACKET_EVENTS:
+        n = len(batch)
+        if n > TURN_PACKET_EVENTS:
             return False
-        for event in batch:
-            if event[1].entity.__class__ is not _Proxy:
+        if n >= actors.SCAN_IN_C:
+            if not _PROXY_ONLY.issuperset(map(_entity_class, map(actors.ref_of, batch))):
                 return False
+        else:
+            for event in batch:
+                if event[1].entity.__class__ is not _Proxy:
+                    return False
         if self.closed:  # its proxies drop everything
             return True
         self._flush_turn = None  # what was gathered so far is committed
         self._begin()
-        if len(batch) > 1:
-            batch = actors.adds_before_removes(batch)
-        self.actor.work += len(batch)
-        message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
-        messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
-        retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
+        self.actor.work += n
         try:
+            if n >= actors.SCAN_IN_C and _MESSAGES_ONLY.issuperset(map(actors.kind_of, batch)):
+                oids = map(_oid_of, map(actors.ref_of, batch))
+                self._send_messages(list(zip(oids, map(_payload_of, batch), strict=True)))
+                self._flush()
+                return True
+            if n > 1:
+                batch = actors.adds_before_removes(batch)
+            message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
+            messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
+            retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
             for kind, ref, payload, handle in batch:
                 if kind == message:
                     messages.append((ref.entity.oid, payload))
@@ -1398,3 +1465,13 @@ def exchange(a: Relay, b: Relay) -> int:
     if ba:
         a.receive(ba)
     return len(ab) + len(ba)
+
+
+def _bare_event_error(item: tuple) -> ProtocolError:
+    """What is wrong with a bare event whose length or oid the fast check refused."""
+    if not 1 <= len(item) <= 3:
+        return ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
+    oid = item[0]
+    if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
+        return ProtocolError("malformed event: the oid is not a non-negative integer")
+    return ProtocolError(f"unknown oid {oid}")  # never allocated here

@@ -240,7 +240,7 @@ def test_one_batch_runs_in_one_turn_adds_in_order_then_removes_in_order() -> Non
 
     rec.events.clear()
     rec.turns.clear()
-    work = target.work
+    work, sent = target.work, sender.work
     sched.enqueue(sender, sender.root, mixed)
     sched.run_until_idle()
     expected = [("+", "c"), ("!", "m1"), ("sync", None), ("!", "m2"), ("-", "b"), ("-", "a")]
@@ -248,6 +248,7 @@ def test_one_batch_runs_in_one_turn_adds_in_order_then_removes_in_order() -> Non
     assert len(set(rec.turns)) == 1  # all in the one turn of the target
     assert synced == [expected]
     assert target.work == work + 5  # the sync request is not work
+    assert sender.work == sent + 1  # its turn; nor is the answer to its sync
 
 
 def test_a_batch_without_adds_or_without_removes_is_not_copied() -> None:

@@ -74,3 +74,16 @@ def test_stream_cpu_benchmark_short_run() -> None:
     out = run_benchmark("stream_cpu.py", "--reps", "1", "--events", "300")
     assert "| protocol | messages/s | node a | node b | node c | clients | sum |" in out
     assert "| aggregate-subs |" in out
+
+
+def test_instructions_benchmark_workloads_run() -> None:
+    """``instructions.py`` counts its workloads' instructions under valgrind; each workload
+    (the child's side) must run on its own (a chain that loses an event fails it)."""
+    for workload, system in [
+        ("crossing", "aggregate-subs"),
+        ("crossing", "floor node"),
+        ("lone", "copy-up"),
+        ("messages", "observer-flood"),
+        ("changes", "aggregate-subs"),
+    ]:
+        run_benchmark("instructions.py", "--run", workload, system, "10", "1")

@@ -1,4 +1,5 @@
-"""A slow full garbage collection freezes what it walked, only while a node or leaf runs."""
+"""The collector in a node process: a slow full collection freezes what it walked, the young
+generation is collected less often; only while a node or leaf runs."""
 
 from __future__ import annotations
 
@@ -25,3 +26,12 @@ def test_a_slow_full_collection_freezes_the_objects_it_walked(
         assert gc_pauses._watch in gc.callbacks
     assert gc_pauses._watch not in gc.callbacks
     assert gc.get_freeze_count() == 0, "the process is left as it was"
+
+
+def test_a_node_collects_its_young_generation_less_often_and_restores_the_thresholds() -> None:
+    before = gc.get_threshold()
+    with gc_pauses.node_collection():
+        assert gc.get_threshold() == (gc_pauses.YOUNG_THRESHOLD, *before[1:])
+        assert gc_pauses._watch in gc.callbacks, "and bounds its pauses"
+    assert gc.get_threshold() == before
+    assert gc_pauses._watch not in gc.callbacks

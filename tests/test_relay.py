@@ -6,11 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from feds import codec
-from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
+from feds.actor import SCAN_IN_C, Actor, Entity, Handle, Ref, Scheduler, Turn
 from feds.codec import DEFAULT_LIMITS, CodecError, Encoder, FrameDecoder, Limits, decode
 from feds.relay import (
     BARE_EVENTS_VERSION,
@@ -1220,3 +1220,52 @@ def test_an_observer_across_the_wire_sees_a_remote_dataspace() -> None:
     client.close("bye")
     settle([sched], (server, client))
     assert len(ds) == 0 and server.exported_oids() == set()
+
+
+_BARE_MESSAGE = st.builds(lambda o, v: (o, v), st.sampled_from([0, 0, 1, 2]), st.integers(0, 3))
+_BARE_ODD = st.one_of(
+    st.builds(lambda o: (o, None), st.sampled_from([9, -1, 2**70, True, False, 0.0, "x"])),
+    st.builds(lambda v, h: (0, v, h), st.integers(0, 3), st.integers(0, 2)),  # an assertion
+    st.builds(lambda h: (h,), st.integers(0, 2)),  # a retraction
+    st.sampled_from([(), (0, 1, 2, 3), 5]),  # malformed
+)
+_BARE_ITEMS = st.one_of(*[_BARE_MESSAGE] * 12, _BARE_ODD)  # many packets of messages only
+
+
+_LONG = SCAN_IN_C  # a packet of messages is worked out in C from this many
+
+
+@given(st.booleans(), st.lists(st.lists(_BARE_ITEMS, max_size=2 * _LONG), min_size=1, max_size=4))
+@example(False, [[(0, 1), (1, 2), (0, 3)] * _LONG])  # two actors: one batch each, in order
+@example(False, [[(0, 1)] * _LONG + [(False, 2)]])  # False is no oid, though a dict takes it for 0
+@example(False, [[(0, 1)] * _LONG + [(9, 2)]])  # an unknown oid
+@example(False, [[(0, 1)] * _LONG + [(0, 1, 5)], [(0, 2)] * _LONG + [(5,)]])  # not only messages
+@example(True, [[(0, 1)] * _LONG, [(2, True)] * _LONG])  # a sync's answer awaited, then given
+def test_a_packet_of_messages_is_applied_as_the_general_path_would(
+    sync: bool, packets: list
+) -> None:
+    """The relay works a packet of bare messages out in C (``Relay._message_batches``); every
+    packet, valid or not, must have exactly the effect the event-by-event path gives it: oid 0
+    and 1 are entities of two actors (their events in one log), oid 2 the answer to a sync this
+    end may have sent (which pins it until answered)."""
+
+    def run(fast: bool) -> tuple:
+        sched, relay, rec, _ = victim()
+        if not fast:
+            relay._message_batches = lambda items: None  # type: ignore[method-assign]
+        relay.receive(frames(HELLO4))
+        sched.run_until_idle()  # the handshake's turn: packets are then applied as they come
+        other = Recorder()
+        other.events = rec.events
+        relay._membrane.export(entity_ref(sched, other, "other")[1])  # oid 1
+        if sync:  # its answer's peer is oid 2
+            act(
+                sched, lambda t: t.sync(relay.remote_initial, lambda t: rec.events.append("synced"))
+            )
+            sched.run_until_idle()
+        for events in packets:
+            relay.receive(frames(turn(*events)))
+            sched.run_until_idle()
+        return rec.events, relay.close_reason, relay._sync_pins, relay.exported_oids()
+
+    assert run(fast=True) == run(fast=False)

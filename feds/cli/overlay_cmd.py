@@ -17,7 +17,7 @@ from feds.cli.common import (
     setup_logging,
 )
 from feds.driver import Driver
-from feds.gc_pauses import pauses_bounded
+from feds.gc_pauses import node_collection
 from feds.protocols import protocol_names
 from feds.runtime import NodeRuntime, Overlay, run_overlay
 from feds.spaces.node_gates import listing, serve_node_gates
@@ -116,7 +116,7 @@ def _up(args: argparse.Namespace) -> int:
                 runtime = overlay.runtimes[name]
                 await _start_gates(nursery, runtime, overlay.driver, topology, args.any_port)
 
-    with pauses_bounded():  # a node process may hold millions of values
+    with node_collection():  # see feds.gc_pauses
         return run_trio(main)
 
 
@@ -142,5 +142,5 @@ def _node(args: argparse.Namespace) -> int:
                 nursery.start_soon(runtime.uplink_tcp, host, parent_port)
             await _start_gates(nursery, runtime, driver, topology)
 
-    with pauses_bounded():  # a node process may hold millions of values
+    with node_collection():  # see feds.gc_pauses
         return run_trio(main)
