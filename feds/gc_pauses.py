@@ -20,8 +20,8 @@ The same holds for the young generation, the other way round: what a node alloca
 counting, but a batch of a hundred events holds several hundred such objects at once, so
 CPython's default (a young collection every 700 net allocations) walks the batches in flight
 every few dozen events and finds nothing. :func:`node_collection` collects the young generation
-every :data:`YOUNG_THRESHOLD` instead: 5.5 % fewer instructions per message over a three-node
-chain (``docs/performance.md``), for at most that many objects kept a little longer.
+every :data:`YOUNG_THRESHOLD` instead, for at most that many objects kept a little longer: up to
+1.5 % of a TCP node's CPU, more in a process that holds several nodes (``docs/performance.md``).
 """
 
 from __future__ import annotations
