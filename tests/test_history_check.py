@@ -420,3 +420,98 @@ def test_the_copy_up_binary_history_of_seed_7_is_decided() -> None:
     no_two = [event for event in history if event[1] == "!" or event[2] != (2,)]
     why = explain(no_two, instances, programs, quiet)
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
+
+
+def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
+    """A history of the property test (observer-flood, star, ``--hypothesis-seed=13``, 300
+    examples) left undecided at 500,000 states. An early wrong choice (``<b $x $y>`` learning
+    c0's ``<b 1 0>`` for the ``+(1,0)`` at t=339) left the search trying the silent positions
+    of five senders at every later turn, each try failing at the quiet point at t=585. That
+    choice is hopeless: ``<b $x $y>``, open at the quiet point, would have to hear c0's later
+    message ``<b 0 2>`` before it, and ``E`` never hears ``!(0,2)``. Counting the messages
+    that started windows owe by a quiet point prunes it at once.
+
+    One explanation (c0's ``<b 1 0>`` silently, in ``<b _ _>`` only): ``<b $x 1>`` starts c1
+    and c3 before the first quiet point; ``<b _ _>`` starts c1 after one action (``+()``);
+    ``<a $x>`` hears c2's message (``!(2,)``); ``<b $x _>`` and ``<b $x $y>`` start c1 after
+    two (``+(1,)``, ``+(1,0)``); ``<a $x>`` hears c4's message and c2's ``<a 2>`` (``!(2,)``,
+    ``+(2,)``); c0's message reaches ``<b _ _>`` and ``<b $x _>`` (``!() !(0,)``), c1's all
+    but ``<a $x>`` (``!(0,) !() !(0,1) !(0,)``), c4's ``<b 2 0>`` the three ``<b ...>`` that
+    bind or ignore both fields (``!() !(2,0) !(2,)``); c2's ``<b 0 0>`` gives ``+(0,)`` and
+    ``+(0,0)``; c3's message reaches ``<b $x 1>``, ``<b _ _>`` and ``<b $x _>`` (``!(0,) !()
+    !(0,)``); then the withdrawals.
+    """
+    b10, b00, a2 = ("b", 1, 0), ("b", 0, 0), ("a", 2)
+    programs = {
+        "c0@n0": [holds(42, b10), drops(120, b10), says(222, ("b", 0, 2)), Action(586)],
+        "c1@n1": [holds(44, b10), holds(177, b10), says(211, ("b", 0, 1)), drops(587, b10, b10)],
+        "c2@n2": [
+            holds(46, b10),
+            says(146, a2),
+            holds(223, a2),
+            holds(235, b00),
+            holds(243, b10),
+            drops(588, b10, a2, b00, b10),
+        ],
+        "c3@n3": [
+            holds(48, b10),
+            holds(133, ("b", 0, 2)),
+            drops(136, ("b", 0, 2)),
+            says(267, ("b", 0, 1)),
+            drops(589, b10),
+        ],
+        "c4@n3": [says(251, a2), says(285, ("b", 2, 0)), Action(590)],
+    }
+    instances = [
+        Instance(rec_group(B, [bind(), lit(1)]), 47, 589, "c3@n3"),
+        Instance(rec_group(A, [bind()]), 119, 589, "c3@n3"),
+        Instance(rec_group(B, [DISCARD, DISCARD]), 145, 589, "c3@n3"),
+        Instance(rec_group(B, [bind(), DISCARD]), 208, 589, "c3@n3"),
+        Instance(rec_group(B, [bind(), bind()]), 232, 590, "c4@n3"),
+    ]
+    checkpoints = [
+        Checkpoint(118),
+        Checkpoint(582, "c1@n1", 181),
+        Checkpoint(583, "c1@n1", 169),
+        Checkpoint(585),
+        Checkpoint(673),
+    ]
+    history = [
+        (159, "+", ()),
+        (166, "!", (2,)),
+        (258, "+", (1,)),
+        (339, "+", (1, 0)),
+        (361, "!", (2,)),
+        (425, "+", (2,)),
+        (426, "!", ()),
+        (426, "!", (0,)),
+        (446, "!", (0,)),
+        (446, "!", ()),
+        (446, "!", (0, 1)),
+        (446, "!", (0,)),
+        (473, "!", ()),
+        (473, "!", (2, 0)),
+        (473, "!", (2,)),
+        (490, "+", (0,)),
+        (491, "+", (0, 0)),
+        (497, "!", (0,)),
+        (497, "!", ()),
+        (497, "!", (0,)),
+        (615, "-", (2,)),
+        (615, "-", (1,)),
+        (615, "-", (0,)),
+        (615, "-", ()),
+        (635, "-", (1, 0)),
+        (635, "-", (0, 0)),
+    ]
+    assert explain(history, instances, programs, checkpoints) is None
+    # Without !(0,1): <b $x $y> learns c2's <b 1 0> for +(1,0) and starts c1 and c3 after
+    # their messages. Learning c1's after its message instead would put c1's message, which
+    # <b $x 1> still owes, out of c1's order: pruned too.
+    deaf = [event for event in history if event[2] != (0, 1)]
+    assert explain(deaf, instances, programs, checkpoints) is None
+    # Without +(1,0): <b $x $y> holds (1,0) at the quiet point at t=585 (c1, c2 and c3 hold
+    # <b 1 0>), so it heard +(1,0) before. A counterexample, found at once (not a give-up).
+    unheard = [event for event in history if event[1:] != ("+", (1, 0))]
+    why = explain(unheard, instances, programs, checkpoints)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why

@@ -49,7 +49,9 @@ instead of after every silent variation behind it. The counting also knows what 
 can still hold and what holding a vector brings along (if every sender holds a ``<b 1 _>`` only
 while it holds ``<b 2 0>``, ``<b $x _>`` holds ``(1,)`` only with ``(2,)``): at a turn's end
 where every instance that can hold ``c`` must, each holds what ``c`` brings, and each one that
-did not has heard a ``+`` of it (:func:`_forced`; necessary conditions too).
+did not has heard a ``+`` of it (:func:`_forced`; necessary conditions too). And an instance
+open at a quiet point owes ``E`` every message its started windows have yet to pass before it:
+as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`).
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
@@ -140,6 +142,9 @@ class _Pair:
     implies: list[dict[tuple, frozenset[tuple]]] = field(default_factory=list)
     """``implies[f]``: per captures vector ``c`` it holds at some position from ``f`` on, the
     vectors it holds at every such position holding ``c`` (``c`` among them)."""
+    speaks: list[int] = field(default_factory=list)
+    """``speaks[p]``: the first action from ``p`` on whose message ``i`` hears (none: the
+    number of actions)."""
 
 
 @dataclass
@@ -231,9 +236,11 @@ class _Counts(NamedTuple):
     ranges: dict[int, dict[tuple, tuple[int, int]]]
     """By a turn's first index (or the timeline's end): per captures vector, the lowest and
     highest of those sums from there to each later turn's end, relative to its start."""
-    quiets: list[tuple[int, Counter, tuple[int, ...]]]
+    quiets: list[tuple[int, Counter, tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]]
     """Per quiet point: its index; what the instances open at it and not closed hold there
-    (per captures vector, how many hold it); the other instances that may hold something."""
+    (per captures vector, how many hold it); the other instances that may hold something;
+    the instances open at it, each with how many actions of each of its pairs it has seen
+    there."""
     messages: list[Counter]
     """``messages[n]``: per captures vector, the ``!`` events from timeline index ``n`` on."""
     sent: list[list[list[Counter]]]
@@ -287,18 +294,22 @@ def _counts(problem: _Problem) -> _Counts:
         time = entry[1]
         fixed: Counter = Counter()
         loose = []
+        due = []
         for i, inst in enumerate(problem.instances):
             if inst.closed is not None and inst.closed < time:
                 continue  # withdrawn by then, holding nothing
             if inst.opened < time and (inst.closed is None or inst.closed > time):
                 # open at the quiet point: it has seen every action issued before it
+                row = problem.pairs[i]
+                seen = tuple(bisect.bisect_left(problem.times[pair.sender], time) for pair in row)
                 held: Counter = Counter()
-                for pair in problem.pairs[i]:
-                    held.update(pair.held[bisect.bisect_left(problem.times[pair.sender], time)])
+                for pair, p in zip(row, seen, strict=True):
+                    held.update(pair.held[p])
                 fixed.update(c for c, k in held.items() if k > 0)
+                due.append((i, seen))
             else:
                 loose.append(i)
-        quiets.append((q, fixed, tuple(loose)))
+        quiets.append((q, fixed, tuple(loose), tuple(due)))
     messages = [Counter()]
     for entry in reversed(timeline):
         messages.append(messages[-1].copy())
@@ -367,7 +378,7 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
             for start, stop in counts.turns:
                 if start >= following and not 0 <= count + sums[stop][c] - base[c] <= room[c]:
                     return start
-    for q, fixed, loose in counts.quiets:
+    for q, fixed, loose, _due in counts.quiets:
         if q < end:
             continue
         cap = fixed.copy()
@@ -381,8 +392,12 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
     blocked = _forced(problem, state, held, following)
     if blocked is not None:
         return blocked
+    spoken = Counter(timeline[n][3] for n in state.taken if timeline[n][2] == "!")
+    blocked = _owed(problem, state, spoken)
+    if blocked is not None:
+        return blocked
     wanted = counts.messages[idx].copy()
-    wanted.subtract(timeline[n][3] for n in state.taken if timeline[n][2] == "!")
+    wanted.subtract(spoken)
     if +wanted:
         # each ! is one message action heard by one live instance, each once: from where its
         # window is (or may start) on
@@ -400,6 +415,44 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
                     sendable[entry[3]] -= 1
                     if sendable[entry[3]] < 0:
                         return n
+    return None
+
+
+def _owed(problem: _Problem, state: _State, spoken: Counter) -> int | None:
+    """The timeline index of a quiet point before which, counting the messages, ``E`` hears
+    fewer ``!c`` than the instances must, from ``state``, if any (a necessary condition:
+    pruning on it loses no explanation).
+
+    ``spoken``: the ``!`` events of the current turn already explained. An instance open at a
+    quiet point has seen every action issued before it, and a window that has started goes on
+    from where it is: each matching message in between is one ``!c`` that ``E`` hears before
+    the quiet point (a catch-up is silent), and no two of them are the same event; the first
+    of them comes after what ``E`` heard from its sender last (per-sender order). The
+    messages ahead of a window not yet started may be skipped by a later start.
+    """
+    counts = problem.counts
+    assert counts is not None
+    idx = state.idx
+    for q, _fixed, _loose, due in counts.quiets:
+        if q < idx:
+            continue
+        owed: Counter = Counter()
+        for i, seen in due:
+            if state.dead[i]:
+                continue
+            for pair, sent, p, target in zip(
+                problem.pairs[i], counts.sent[i], state.pos[i], seen, strict=True
+            ):
+                if 0 <= p < target:
+                    owed.update(sent[p] - sent[target])
+                    first = pair.speaks[p]
+                    if first < target and 2 * (first + 1) < state.hwm[pair.sender]:
+                        return q  # its message would be heard out of its sender's order
+        if owed:
+            heard = counts.messages[idx] - counts.messages[q]
+            heard.subtract(spoken)
+            if any(n > heard[c] for c, n in owed.items()):
+                return q
     return None
 
 
@@ -524,6 +577,10 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
             nxt[c] = here & nxt[c] if c in nxt else here
         implies.append(nxt)
     implies.reverse()
+    speaks = [len(deltas)]
+    for n in reversed(range(len(deltas))):
+        speaks.append(n if deltas[n][1] is not None else speaks[-1])
+    speaks.reverse()
     return _Pair(
         j,
         deltas,
@@ -534,6 +591,7 @@ def _pair(inst: Instance, j: int, program: list[Action]) -> _Pair | None:
         frozenset(c for _kind, c in produces),
         any(n < 0 for changes, _sent in deltas for n in changes.values()),
         implies[:-1],
+        speaks,
     )
 
 
