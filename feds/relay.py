@@ -907,7 +907,7 @@ class Relay:
         operation. Its length says its kind: ``[handle]`` a retraction, ``[oid value]`` a
         message, ``[oid value handle]`` an assertion, ``[oid peer #t]`` a sync."""
         if item.__class__ is not tuple:
-            raise ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
+            raise _bare_event_error(item)
         n = len(item)
         if n < 2:
             if n:
@@ -1467,9 +1467,9 @@ def exchange(a: Relay, b: Relay) -> int:
     return len(ab) + len(ba)
 
 
-def _bare_event_error(item: tuple) -> ProtocolError:
-    """What is wrong with a bare event whose length or oid the fast check refused."""
-    if not 1 <= len(item) <= 3:
+def _bare_event_error(item: Value) -> ProtocolError:
+    """What is wrong with a bare event whose shape or oid the fast check refused."""
+    if item.__class__ is not tuple or not 1 <= len(item) <= 3:
         return ProtocolError("malformed event: expected an array of 1 to 3 items", _plain(item))
     oid = item[0]
     if oid.__class__ is not int or not 0 <= oid < _MAX_ID:
