@@ -128,7 +128,13 @@ class Dataspace(Entity):
         if value is None:
             return
         self.turn = turn
-        entry = self.observers.get(value)
+        # Only an Observe can be one (labels are interned symbols): most retractions are not,
+        # and a lookup would hash the value.
+        entry = (
+            self.observers.get(value)
+            if value.__class__ is Record and value.label is OBSERVE
+            else None
+        )
         if entry is not None:
             skeleton, observer, copies = entry
             if copies > 1:
