@@ -71,7 +71,7 @@ class Side:
         compile_pattern = self.mods.patterns.compile_pattern
         for i in range(n):
             room = self.bind if kind == "wildcard" else self.rec(self.sym("lit"), (f"room-{i}",))
-            index.add_handler(compile_pattern(self.pattern(room)), lambda e, c: None)
+            index.add_handler(compile_pattern(self.pattern(room)), lambda e, c, k: None)
         return index
 
 

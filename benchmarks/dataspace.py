@@ -1,7 +1,8 @@
 """Benchmark of the skeleton index (feds.index) against a naive matcher and a hand-written one.
 
 Contenders, all driven through the same three calls (``add_assertion``, ``remove_assertion``,
-``send_message``) with the same callbacks ``callback(event, captures)``:
+``send_message``) with the same callbacks ``callback(event, captures)`` (feds also hands
+each the captures' exact key, which a dataspace keys its matches by; the others do not):
 
 * **feds**: :class:`feds.index.Index`.
 * **naive**: a list of ``(pattern, callback)``; every assertion or retraction calls
@@ -194,10 +195,10 @@ class BagDispatcher(Dispatcher):
 TALLY = [0]
 
 
-def make_callback() -> Callable[[str, tuple], None]:
+def make_callback() -> Callable[..., None]:
     """One callback per observer (as a dataspace has), all counting into TALLY."""
 
-    def callback(event: str, captures: tuple, tally: list = TALLY) -> None:
+    def callback(event: str, captures: tuple, key: object = None, tally: list = TALLY) -> None:
         tally[0] += 1
 
     return callback

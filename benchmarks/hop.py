@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feds.actor import Scheduler, Turn
+from feds.actor import Handle, Scheduler, Turn
 from feds.codec import decode, encode
 from feds.dataspace import Dataspace, observe
 from feds.protocols import make_protocol, protocol_names
@@ -115,6 +115,30 @@ class Chain:
             self.workload.retract(self.publisher, key)
             self.settle_each()
         self.settle()
+
+    def batched_changes(self, values: list[Record]) -> None:
+        """Changes ``batch`` to a publisher turn: a turn asserts ``batch`` values, a later one
+        retracts them (as a TCP client's packets carry them; :meth:`changes` makes one per
+        turn)."""
+        facet, access = self.publisher.actor_facet, self.publisher.node.access
+        for i in range(0, len(values), self.batch):
+            handles: list[Handle] = []
+
+            def publish(
+                t: Turn,
+                chunk: list[Record] = values[i : i + self.batch],
+                handles: list[Handle] = handles,
+            ) -> None:
+                handles.extend(t.publish(access, v) for v in chunk)
+
+            def retract(t: Turn, handles: list[Handle] = handles) -> None:
+                for handle in handles:
+                    t.retract(handle)
+
+            self.scheduler.enqueue(facet.actor, facet, publish)
+            self.settle()
+            self.scheduler.enqueue(facet.actor, facet, retract)
+            self.settle()
 
     def settle_each(self) -> None:
         """With ``one_packet``, settle after an event: it crosses each link on its own."""

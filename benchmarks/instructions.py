@@ -13,8 +13,10 @@ Workloads, in one process, as ``crossing.py`` and ``hop.py`` build them:
   (decoding, the relay's checks, its turns, the packet out), beside a floor node
   (``floor.py``'s router: decode, one dict lookup, encode) routing a frame of as many;
 * ``lone``: the same with one message per packet, as in a round trip;
-* ``messages`` and ``changes``: ``hop.py``'s whole chain, publisher and watcher included, at
-  100 per packet (a change is an assertion or a retraction).
+* ``messages`` and ``changes``: ``hop.py``'s whole chain, publisher and watcher included,
+  messages 100 to a publisher turn, changes (an assertion or a retraction) one to a turn;
+* ``batched-changes``: the same chain, 100 assertions to a publisher turn, then their 100
+  retractions in one turn (as a TCP client's packets carry them).
 
 The workloads run with the collector as a node process sets it (:func:`feds.gc_pauses.
 node_collection`; ``--default-gc`` for CPython's default). Needs ``valgrind`` (Debian package
@@ -41,16 +43,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from feds.gc_pauses import node_collection
 from feds.protocols import protocol_names
 
-WORKLOADS = ("crossing", "lone", "messages", "changes")
+WORKLOADS = ("crossing", "lone", "messages", "changes", "batched-changes")
 FLOOR = "floor node"
 CHAIN_UNIT = 100  # messages or assertion-retraction pairs per unit of a chain workload
 UNITS = (3, 9)  # units of work in the short and the long run
 
 
 def events_per_unit(workload: str, batch: int) -> int:
-    return {"crossing": batch, "lone": 1, "messages": CHAIN_UNIT, "changes": 2 * CHAIN_UNIT}[
-        workload
-    ]
+    if workload in ("crossing", "lone"):
+        return batch if workload == "crossing" else 1
+    return CHAIN_UNIT if workload == "messages" else 2 * CHAIN_UNIT
 
 
 def run_workload(workload: str, system: str, batch: int, units: int) -> None:
@@ -80,8 +82,9 @@ def run_workload(workload: str, system: str, batch: int, units: int) -> None:
         return
     arrivals = Arrivals()
     chain = Chain(system, 3, arrivals, batch=CHAIN_UNIT)
-    measure(chain, arrivals, workload, 3 * CHAIN_UNIT, 0)
-    measure(chain, arrivals, workload, units * CHAIN_UNIT, 10_000)
+    kind = workload.replace("-", "_")  # Chain's method: messages, changes, batched_changes
+    measure(chain, arrivals, kind, 3 * CHAIN_UNIT, 0)
+    measure(chain, arrivals, kind, units * CHAIN_UNIT, 10_000)
 
 
 def count(workload: str, system: str, batch: int, units: int, default_gc: bool) -> int:

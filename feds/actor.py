@@ -254,42 +254,42 @@ class Turn:
 
     # -- effects ----------------------------------------------------------------------------
 
-    def _send(self, ref: Ref, event: tuple) -> None:
+    def _send(self, ref: Ref, kind: int, payload: Value, handle: Handle | None) -> None:
+        """Send an event: to an inline entity of this actor at once, as a turn would later
+        (nothing if its facet has stopped); to any other entity, into its actor's batch."""
         target = ref.actor
         if target is self.actor and ref.entity.inline:
-            self._run_inline(ref, event)
+            facet = ref.facet
+            if not facet.alive:
+                return
+            entity = ref.entity
+            saved = self.facet
+            self.facet = facet
+            if kind == PUBLISH:
+                self.actor.work += 1
+                entity.on_publish(self, payload, handle)
+            elif kind == RETRACT:
+                self.actor.work += 1
+                entity.on_retract(self, handle)  # type: ignore[arg-type]
+            elif kind == SYNC:
+                entity.on_sync(self, payload)  # type: ignore[arg-type]
+            else:  # a message (which :meth:`message` delivers inline itself, sparing this call)
+                self.actor.work += 1
+                entity.on_message(self, payload)
+            self.facet = saved
         elif target is self._target:
-            self._batch.append(event)  # type: ignore[union-attr]
+            self._batch.append((kind, ref, payload, handle))  # type: ignore[union-attr]
         elif self._target is None:
             self._target = target
-            self._batch = [event]
+            self._batch = [(kind, ref, payload, handle)]
         elif self._others is None:
-            self._others = {target: [event]}
+            self._others = {target: [(kind, ref, payload, handle)]}
         else:
             batch = self._others.get(target)
             if batch is None:
-                self._others[target] = [event]
+                self._others[target] = [(kind, ref, payload, handle)]
             else:
-                batch.append(event)
-
-    def _run_inline(self, ref: Ref, event: tuple) -> None:
-        """Deliver ``event`` to an inline entity of this actor now, as a turn would later."""
-        facet = ref.facet
-        if not facet.alive:
-            return
-        kind, _ref, payload, handle = event
-        entity = ref.entity
-        saved = self.facet
-        self.facet = facet
-        if kind == PUBLISH:
-            self.actor.work += 1
-            entity.on_publish(self, payload, handle)
-        elif kind == RETRACT:
-            self.actor.work += 1
-            entity.on_retract(self, handle)
-        else:
-            entity.on_sync(self, payload)
-        self.facet = saved
+                batch.append((kind, ref, payload, handle))
 
     def _batches(self) -> list[tuple[Actor, list[tuple]]]:
         """The events sent so far, per target actor, in the order the targets were first sent to."""
@@ -305,7 +305,7 @@ class Turn:
             self._new = {handle: (self.facet, ref)}
         else:
             self._new[handle] = (self.facet, ref)
-        self._send(ref, (PUBLISH, ref, value, handle))
+        self._send(ref, PUBLISH, value, handle)
         return handle
 
     def retract(self, handle: Handle) -> None:
@@ -322,7 +322,7 @@ class Turn:
             else:
                 self._gone[handle] = None
         ref = entry[1]
-        self._send(ref, (RETRACT, ref, None, handle))
+        self._send(ref, RETRACT, None, handle)
 
     def replace(self, ref: Ref, handle: Handle | None, value: Value | None) -> Handle | None:
         """Assert ``value`` (unless None) and retract ``handle`` (unless None), glitch-free."""
@@ -349,19 +349,19 @@ class Turn:
         tuple, an int and four table entries per handle) were a quarter of a node's handles
         per assertion each."""
         handle = next(self.scheduler._handles)
-        self._send(ref, (PUBLISH, ref, value, handle))
+        self._send(ref, PUBLISH, value, handle)
         return handle
 
     def retract_untracked(self, ref: Ref, handle: Handle) -> None:
         """Withdraw what :meth:`publish_untracked` asserted at ``ref`` under ``handle``."""
-        self._send(ref, (RETRACT, ref, None, handle))
+        self._send(ref, RETRACT, None, handle)
 
     def message(self, ref: Ref, value: Value) -> None:
         """Send ``value`` to ``ref`` as a message (delivered once, never retained).
 
         To an inline entity of this actor (a rule step, :attr:`Entity.inline`) it is delivered
-        at once, as :meth:`_run_inline` delivers the other events, without the event tuple
-        and the two calls that would take: most messages inside a node go to rule steps."""
+        at once, as :meth:`_send` would, without the call that would take: most messages inside
+        a node go to rule steps."""
         target = ref.actor
         if target is self.actor and ref.entity.inline:
             facet = ref.facet
@@ -374,12 +374,12 @@ class Turn:
         elif target is self._target:  # one more for that batch (a dataspace's, a relay's)
             self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
         else:
-            self._send(ref, (MESSAGE, ref, value, None))
+            self._send(ref, MESSAGE, value, None)
 
     def sync(self, ref: Ref, callback: TurnAction) -> None:
         """Run ``callback`` in a later turn, after ``ref`` has processed every earlier event."""
         peer = self.ref(_SyncReply(callback))
-        self._send(ref, (SYNC, ref, peer, None))
+        self._send(ref, SYNC, peer, None)
 
     def ref(self, entity: Entity) -> Ref:
         """A reference to ``entity``, living in the current facet."""

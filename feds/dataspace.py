@@ -17,7 +17,7 @@ import logging
 from feds.actor import Entity, Handle, Ref, Turn
 from feds.index import Index
 from feds.patterns import PatternError, compile_pattern
-from feds.values import Record, Symbol, Value, exact_key
+from feds.values import Record, Symbol, Value
 
 log = logging.getLogger("feds.dataspace")
 
@@ -52,16 +52,16 @@ class _Observer:
         itself when its facet stops."""
         self.published: dict[Value, Handle] = {}  # exact key of the captures -> handle
 
-    def __call__(self, event: str, captures: tuple) -> None:
+    def __call__(self, event: str, captures: tuple, key: Value) -> None:
         turn = self.dataspace.turn
-        if event == "+":  # keyed type-exactly: (1,) and (#t,) are two matches
+        if event == "+":  # keyed type-exactly (the index gives the key): (1,) and (#t,) are two
             if self.inline:
                 handle = turn.publish_untracked(self.ref, captures)
             else:
                 handle = turn.publish(self.ref, captures)
-            self.published[exact_key(captures)] = handle
+            self.published[key] = handle
         elif event == "-":
-            self._retract(turn, self.published.pop(exact_key(captures)))
+            self._retract(turn, self.published.pop(key))
         else:
             turn.message(self.ref, captures)
 
@@ -128,7 +128,13 @@ class Dataspace(Entity):
         if value is None:
             return
         self.turn = turn
-        entry = self.observers.get(value)
+        # Only an Observe can be one (labels are interned symbols): most retractions are not,
+        # and a lookup would hash the value.
+        entry = (
+            self.observers.get(value)
+            if value.__class__ is Record and value.label is OBSERVE
+            else None
+        )
         if entry is not None:
             skeleton, observer, copies = entry
             if copies > 1:

@@ -65,9 +65,12 @@ dataspace whose observers come and go does not accumulate structure; :meth:`Inde
 checks that nothing is left. The price: the first observer of a shape after a quiet spell
 rebuilds that node's cache and table from the assertions held (the paper's ``extend`` cost).
 
-Events: a callback is ``callback(event, captures)`` with ``event`` one of ``"+"`` (a captures
-vector became present), ``"-"`` (it went away) and ``"!"`` (a message matched). Callbacks must not
-modify the index while it is dispatching (queue the work instead) and must not raise.
+Events: a callback is ``callback(event, captures, key)`` with ``event`` one of ``"+"`` (a
+captures vector became present), ``"-"`` (it went away) and ``"!"`` (a message matched). For
+``"+"`` and ``"-"``, ``key`` is the captures' :func:`~feds.values.exact_key`, which the index
+works out inline (a vector of plain items is its own key) and a callback keeping a table per
+captures vector uses as it is; for ``"!"`` it is None. Callbacks must not modify the index while
+it is dispatching (queue the work instead) and must not raise.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ from typing import Any
 from feds.patterns import Check, Path, Skeleton
 from feds.values import (
     EXACT_LOOKUP_CLASSES,
+    SELF_KEY_CLASSES,
     FrozenDict,
     Record,
     Symbol,
@@ -88,7 +92,7 @@ from feds.values import (
     probe_key,
 )
 
-Callback = Callable[[str, tuple], Any]
+Callback = Callable[[str, tuple, Value], Any]
 
 __all__ = ["MISSING", "Callback", "Index"]
 
@@ -344,6 +348,7 @@ class _Gen:
         self.params: dict[str, Any] = {
             "MISSING": MISSING,
             "KEY": exact_key,
+            "SELF": SELF_KEY_CLASSES,
             "PKEY": probe_key,
             "SAFE": EXACT_LOOKUP_CLASSES,
             "FIND": _find,
@@ -425,70 +430,82 @@ def _checked(conds: list[str], body: list[str]) -> list[str]:
     return [f"if {' and '.join(conds)}:", *_indent(body, 4)]
 
 
-def _handler_parts(g: _Gen, key: tuple, kinds: dict) -> tuple[list[str], str]:
-    """Check expressions and the captures-vector expression for a handler key."""
+def _handler_parts(g: _Gen, key: tuple, kinds: dict) -> tuple[list[str], str, str]:
+    """Check expressions, the captures-vector expression and the expression of its exact key
+    (of ``c``, once ``c`` holds the captures) for a handler key."""
     capture_paths, checks = key
     conds = [f"{g.bind('C', check)}({g.path(path, kinds)})" for path, check in checks]
     caps = "(" + "".join(g.path(p, kinds) + ", " for p in capture_paths) + ")"
-    return conds, caps
+    return conds, caps, _captures_key(len(capture_paths))
 
 
-def _fire(h: str, event: str) -> list[str]:
-    """Call the callbacks of handler ``h`` with ``(event, c)``; one callback is called directly."""
+def _captures_key(n: int) -> str:
+    """The exact key of ``c``, a captures vector of ``n`` items: ``c`` itself when each item is
+    its own key (an item of a class that always is, tested inline without a call), else
+    :func:`~feds.values.exact_key`'s."""
+    if n == 0:
+        return "c"
+    own = " and ".join(f"(c[{i}].__class__ in SELF or KEY(c[{i}]) is c[{i}])" for i in range(n))
+    return f"c if {own} else KEY(c)"
+
+
+def _fire(h: str, event: str, key: str) -> list[str]:
+    """Call the callbacks of handler ``h`` with ``(event, c, key)``; one callback is called
+    directly."""
     return [
         f"f = {h}.cb",
         "if f is not None:",
-        f"    f('{event}', c)",
+        f"    f('{event}', c, {key})",
         "else:",
         f"    for f in {h}.cbs:",
-        f"        f('{event}', c)",
+        f"        f('{event}', c, {key})",
     ]
 
 
-def _bag_add(h: str, caps: str, complete: bool) -> list[str]:
+def _bag_add(h: str, caps: str, key: str, complete: bool) -> list[str]:
     if complete:  # the bag is implicit: the captures are new exactly when the value is
-        return [f"c = {caps}", *_fire(h, "+")]
+        return [f"c = {caps}", f"k = {key}", *_fire(h, "+", "k")]
     return [
         f"c = {caps}",
-        "k = KEY(c)",
+        f"k = {key}",
         f"n = {h}.get(k)",
         "if n is None:",
         f"    {h}[k] = 1",
-        *_indent(_fire(h, "+"), 4),
+        *_indent(_fire(h, "+", "k"), 4),
         "else:",
         f"    {h}[k] = n + 1",
     ]
 
 
-def _bag_remove(h: str, caps: str, complete: bool) -> list[str]:
+def _bag_remove(h: str, caps: str, key: str, complete: bool) -> list[str]:
     if complete:
-        return [f"c = {caps}", *_fire(h, "-")]
+        return [f"c = {caps}", f"k = {key}", *_fire(h, "-", "k")]
     return [
         f"c = {caps}",
-        "k = KEY(c)",
+        f"k = {key}",
         f"n = {h}[k]",
         "if n == 1:",
         f"    del {h}[k]",
-        *_indent(_fire(h, "-"), 4),
+        *_indent(_fire(h, "-", "k"), 4),
         "else:",
         f"    {h}[k] = n - 1",
     ]
 
 
 def _bag_msg(h: str, caps: str) -> list[str]:
-    return [f"c = {caps}", *_fire(h, "!")]
+    return [f"c = {caps}", *_fire(h, "!", "None")]
 
 
 def _handler_fns(key: tuple, kinds: dict, complete: bool) -> tuple:
     """Generate ``add/remove/msg/test(h, v)`` for handlers with ``key``: projections and
     checks inlined; ``test`` returns the captures vector, or None if a check fails."""
     g = _Gen()
-    conds, caps = _handler_parts(g, key, kinds)
+    conds, caps, ckey = _handler_parts(g, key, kinds)
     fn = [
         "def add(h, v):",
-        *_indent(_checked(conds, _bag_add("h", caps, complete)), 4),
+        *_indent(_checked(conds, _bag_add("h", caps, ckey, complete)), 4),
         "def remove(h, v):",
-        *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4),
+        *_indent(_checked(conds, _bag_remove("h", caps, ckey, complete)), 4),
         "def msg(h, v):",
         *_indent(_checked(conds, _bag_msg("h", caps)), 4),
         "def test(h, v):",
@@ -499,12 +516,18 @@ def _handler_fns(key: tuple, kinds: dict, complete: bool) -> tuple:
     return _factory(g.source(fn))(**g.params)
 
 
-def _direct(conds: list[str], caps: str, event: str, general: list[str]) -> list[str]:
-    """Call ``leaf.cb`` (see :class:`Leaf`) if it is set, else run the ``general`` code."""
+def _direct(conds: list[str], caps: str, key: str, event: str, general: list[str]) -> list[str]:
+    """Call ``leaf.cb`` (see :class:`Leaf`) with the captures ``caps`` and their ``key`` (an
+    expression of ``c``, or ``None``) if it is set, else run the ``general`` code."""
+    call = (
+        [f"f('{event}', {caps}, None)"]
+        if key == "None"
+        else [f"c = {caps}", f"f('{event}', c, {key})"]
+    )
     return [
         "f = leaf.cb",
         "if f is not None:",
-        *_indent(_checked(conds, [f"f('{event}', {caps})"]), 4),
+        *_indent(_checked(conds, call), 4),
         "else:",
         *_indent(general, 4),
     ]
@@ -649,16 +672,24 @@ class _Walkers:
         p_rem = ["if leaf.removes:", "    for f, x in leaf.removes:", "        f(x, v)"]
         p_msg = ["if leaf.msgs:", "    for f, x in leaf.msgs:", "        f(x, v)"]
         if table.primary is not None:
-            conds, caps = _handler_parts(g, table.primary, node.kinds)
+            conds, caps, ckey = _handler_parts(g, table.primary, node.kinds)
             complete = table.complete[table.primary]
             head = ["h = leaf.h", "if h is not None:"]
-            p_add = [*head, *_indent(_checked(conds, _bag_add("h", caps, complete)), 4), *p_add]
-            p_rem = [*head, *_indent(_checked(conds, _bag_remove("h", caps, complete)), 4), *p_rem]
+            p_add = [
+                *head,
+                *_indent(_checked(conds, _bag_add("h", caps, ckey, complete)), 4),
+                *p_add,
+            ]
+            p_rem = [
+                *head,
+                *_indent(_checked(conds, _bag_remove("h", caps, ckey, complete)), 4),
+                *p_rem,
+            ]
             p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4), *p_msg]
             if complete:  # the lone callback straight from the leaf when there is one (Leaf.cb)
-                p_add = _direct(conds, caps, "+", p_add)
-                p_rem = _direct(conds, caps, "-", p_rem)
-                p_msg = _direct(conds, caps, "!", p_msg)
+                p_add = _direct(conds, caps, ckey, "+", p_add)
+                p_rem = _direct(conds, caps, ckey, "-", p_rem)
+                p_msg = _direct(conds, caps, "None", "!", p_msg)
         add = [
             *key,
             f"leaf = {lv}.setdefault(key, v)",
@@ -822,7 +853,7 @@ class Index:
       captures vector becomes present.
     * ``remove_assertion(v)``: remove one copy (``ValueError`` if none is held); the last copy
       fires ``"-"`` wherever a captures vector goes away.
-    * ``send_message(v)``: every callback of every matching handler gets ``("!", captures)``
+    * ``send_message(v)``: every callback of every matching handler gets ``("!", captures, None)``
       once; nothing is kept.
     """
 
@@ -957,7 +988,7 @@ class Index:
         leaf.refresh(table.primary)
         self._registrations += 1
         for caps in h.present(leaf):
-            callback("+", caps)
+            callback("+", caps, exact_key(caps))
 
     def remove_handler(self, skeleton: Skeleton, callback: Callback) -> None:
         """Uninstall ``callback`` from ``skeleton`` (no events); unknown pairs are ignored."""

@@ -265,8 +265,9 @@ class LocalAccess(Entity):
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        self.handles: dict[Handle, tuple[Handle, Value]] = {}
-        """Each application handle → the fragment's handle and the value the application gave."""
+        self.handles: dict[Handle, tuple[Handle, Value | None]] = {}
+        """Each application handle → the fragment's handle, and the Observe the application gave
+        if it entered with a token (else None)."""
         self.tokens: dict[Value, tuple[Ref, int]] = {}
         """Each distinct Observe asserted here → its token and how many copies are asserted."""
 
@@ -280,13 +281,14 @@ class LocalAccess(Entity):
             reply = value.fields[0]  # a sync of this node only: flush, answer, keep nothing
             node.local_flush(turn, lambda t: t.message(reply, True))
             return
-        entered = value
+        entered, observed = value, None
         if node.protocol.per_observation:
             obs = as_observe(value)
             if obs is not None:
                 entered = observe(obs[0], self._token(turn, value, obs[1]))
+                observed = value
         mine = turn.publish(node.fragment, node.protocol.wrap(node, entered))
-        self.handles[handle] = (mine, value)
+        self.handles[handle] = (mine, observed)
 
     def _token(self, turn: Turn, value: Value, observer: Ref) -> Ref:
         entry = self.tokens.get(value)
@@ -298,14 +300,14 @@ class LocalAccess(Entity):
         entry = self.handles.pop(handle, None)
         if entry is None:
             return
-        mine, value = entry
+        mine, observed = entry
         turn.retract(mine)
-        token = self.tokens.get(value)
-        if token is not None:
-            if token[1] > 1:
-                self.tokens[value] = (token[0], token[1] - 1)
+        if observed is not None:
+            token, copies = self.tokens[observed]
+            if copies > 1:
+                self.tokens[observed] = (token, copies - 1)
             else:
-                del self.tokens[value]
+                del self.tokens[observed]
 
     def on_message(self, turn: Turn, value: Value) -> None:
         node = self.node

@@ -1069,7 +1069,8 @@ class Relay:
         if held is _DROPPED:
             return None
         local, entries, target = held  # type: ignore[misc]
-        self._membrane.release(entries)
+        if entries:  # most assertions hold no reference
+            self._membrane.release(entries)
         return local, target
 
     def _apply_message(self, turn: Turn, oid: int, target: Ref | None, value: Value) -> None:

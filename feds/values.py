@@ -355,34 +355,36 @@ class _Exact:
         return f"exact_key({self.value!r})"
 
 
-def _plain(v: Value) -> bool:
-    """Whether ``v`` is its own exact key: no boolean or float in it, outside records and dicts.
-
-    Items are looked at here, without a call per item; only nested sequences and sets recurse.
-    """
-    cls = v.__class__
-    if cls in SELF_KEY_CLASSES:
-        return True
-    if cls is tuple or cls is frozenset:
-        for x in v:
-            c = x.__class__
-            if c in SELF_KEY_CLASSES:
-                continue
-            if c is float or c is bool or ((c is tuple or c is frozenset) and not _plain(x)):
-                return False
-        return True
-    return cls is not bool and cls is not float  # an Embedded compares by what it refers to
-
-
 def exact_key(v: Value) -> Value:
     """A dict key for ``v`` whose Python equality (and hash) is feds's type-exact equality.
 
     That is ``v`` itself for records, dicts, strings, symbols, bytes, integers, ``None``,
     references, and sequences and sets holding only such values; a boolean, a float, or a
     sequence or set holding one is wrapped. Keys made by this function must only meet each
-    other: a table keyed by them holds no raw booleans or floats.
+    other: a table keyed by them holds no raw booleans or floats. ``exact_key(v) is v`` tells
+    whether ``v`` is its own key.
+
+    The items of a sequence or set are looked at here, without a call per item; only nested
+    sequences and sets recurse.
     """
-    return v if _plain(v) else _Exact(v)
+    cls = v.__class__
+    if cls in SELF_KEY_CLASSES:
+        return v
+    if cls is tuple or cls is frozenset:
+        for x in v:
+            c = x.__class__
+            if c in SELF_KEY_CLASSES:
+                continue
+            if (
+                c is float
+                or c is bool
+                or ((c is tuple or c is frozenset) and exact_key(x) is not x)
+            ):
+                return _Exact(v)
+        return v
+    if cls is bool or cls is float:
+        return _Exact(v)
+    return v  # an Embedded compares by what it refers to
 
 
 def merge_note(items: Iterable[Value]) -> str:

@@ -85,5 +85,6 @@ def test_instructions_benchmark_workloads_run() -> None:
         ("lone", "copy-up"),
         ("messages", "observer-flood"),
         ("changes", "aggregate-subs"),
+        ("batched-changes", "copy-up"),
     ]:
         run_benchmark("instructions.py", "--run", workload, system, "10", "1")

@@ -79,7 +79,7 @@ def test_equality_and_keys_agree_with_the_reference(pair: tuple[Value, Value]) -
 def test_the_index_counts_type_exactly(ops: list[tuple[bool, tuple[Value, Value]]]) -> None:
     index = Index()
     events: list[tuple[str, tuple]] = []
-    index.add_handler(compile_pattern(rec("x", bind())), lambda e, c: events.append((e, c)))
+    index.add_handler(compile_pattern(rec("x", bind())), lambda e, c, k: events.append((e, c)))
     model: dict[object, int] = {}
     for add, (a, b) in ops:
         for v in (a, b):
@@ -110,8 +110,8 @@ def test_literals_and_one_of_match_type_exactly(pair: tuple[Value, Value]) -> No
     assert (match(rec("x", lit(a)), Record(X, (b,))) is not None) == same
     index = Index()
     seen: list = []
-    index.add_handler(compile_pattern(rec("x", lit(a), bind())), lambda e, c: seen.append(c))
-    index.add_handler(compile_pattern(one_of(a)), lambda e, c: seen.append("one-of"))
+    index.add_handler(compile_pattern(rec("x", lit(a), bind())), lambda e, c, k: seen.append(c))
+    index.add_handler(compile_pattern(one_of(a)), lambda e, c, k: seen.append("one-of"))
     index.add_assertion(Record(X, (b, "hit")))
     index.add_assertion(b)
     assert seen.count(("hit",)) == (1 if same else 0)

@@ -6,7 +6,7 @@ import pytest
 
 from feds.index import Index
 from feds.patterns import Skeleton, compile_pattern
-from feds.values import FrozenDict, Record, Symbol
+from feds.values import FrozenDict, Record, Symbol, Value
 from tests.builders import D, and_, arr, bind, dct, lit, r, rec, rng, rx, typ
 
 S = Symbol
@@ -18,7 +18,7 @@ class Log:
     def __init__(self) -> None:
         self.events: list[tuple[str, tuple]] = []
 
-    def __call__(self, event: str, captures: tuple) -> None:
+    def __call__(self, event: str, captures: tuple, key: Value) -> None:
         self.events.append((event, captures))
 
     def take(self) -> list[tuple[str, tuple]]:

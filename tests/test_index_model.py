@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from feds.index import Index
 from feds.patterns import Skeleton, compile_pattern, match
-from feds.values import Record, Symbol
+from feds.values import Record, Symbol, Value, exact_key
 from tests.pattern_strategies import mutant_of, pattern_for, sibling_of, twin_of, values, variant_of
 from tests.strategies import tagged
 
@@ -44,9 +44,14 @@ class Recorder:
         self.name = name
         self.events: list[tuple[str, tuple]] = []
 
-    def __call__(self, event: str, captures: tuple) -> None:
+    def __call__(self, event: str, captures: tuple, key: Value) -> None:
         assert event in ("+", "-", "!")
         assert captures.__class__ is tuple
+        if event == "!":
+            assert key is None
+        else:  # the index's inline key is exact_key's: the same class, type-exactly equal
+            expected = exact_key(captures)
+            assert key.__class__ is expected.__class__ and key == expected, (key, expected)
         self.events.append((event, captures))
 
     def __repr__(self) -> str:

@@ -105,7 +105,7 @@ def test_index_label_check_with_symbols_from_elsewhere() -> None:
     index = Index()
     seen: list[tuple] = []
     pattern = parse("<group <rec interning-temp> {0: <lit 1> 1: <bind <_>>}>")
-    index.add_handler(compile_pattern(pattern), lambda event, caps: seen.append((event, caps)))
+    index.add_handler(compile_pattern(pattern), lambda event, caps, key: seen.append((event, caps)))
     v = Decoder().decode(Encoder().encode(parse("<interning-temp 1 2>")))
     index.add_assertion(v)
     index.remove_assertion(v)
