@@ -17,7 +17,7 @@ import logging
 from feds.actor import Entity, Handle, Ref, Turn
 from feds.index import Index
 from feds.patterns import PatternError, compile_pattern
-from feds.values import Record, Symbol, Value
+from feds.values import Record, Symbol, Value, exact_key
 
 log = logging.getLogger("feds.dataspace")
 
@@ -52,16 +52,16 @@ class _Observer:
         itself when its facet stops."""
         self.published: dict[Value, Handle] = {}  # exact key of the captures -> handle
 
-    def __call__(self, event: str, captures: tuple, key: Value) -> None:
+    def __call__(self, event: str, captures: tuple, key: Value | None) -> None:
         turn = self.dataspace.turn
-        if event == "+":  # keyed type-exactly (the index gives the key): (1,) and (#t,) are two
+        if event == "+":  # keyed type-exactly: (1,) and (#t,) are two matches
             if self.inline:
                 handle = turn.publish_untracked(self.ref, captures)
             else:
                 handle = turn.publish(self.ref, captures)
-            self.published[key] = handle
+            self.published[exact_key(captures) if key is None else key] = handle
         elif event == "-":
-            self._retract(turn, self.published.pop(key))
+            self._retract(turn, self.published.pop(exact_key(captures) if key is None else key))
         else:
             turn.message(self.ref, captures)
 

@@ -67,9 +67,10 @@ rebuilds that node's cache and table from the assertions held (the paper's ``ext
 
 Events: a callback is ``callback(event, captures, key)`` with ``event`` one of ``"+"`` (a
 captures vector became present), ``"-"`` (it went away) and ``"!"`` (a message matched). For
-``"+"`` and ``"-"``, ``key`` is the captures' :func:`~feds.values.exact_key`, which the index
-works out inline (a vector of plain items is its own key) and a callback keeping a table per
-captures vector uses as it is; for ``"!"`` it is None. Callbacks must not modify the index while
+``"+"`` and ``"-"``, ``key`` is the captures' :func:`~feds.values.exact_key` or None: the index
+works it out inline when it is the captures themselves (their items plain, the usual case),
+and a callback keeping a table per captures vector uses it as it is, or ``exact_key(captures)``
+when it is None; for ``"!"`` it is None. Callbacks must not modify the index while
 it is dispatching (queue the work instead) and must not raise.
 """
 
@@ -430,23 +431,29 @@ def _checked(conds: list[str], body: list[str]) -> list[str]:
     return [f"if {' and '.join(conds)}:", *_indent(body, 4)]
 
 
-def _handler_parts(g: _Gen, key: tuple, kinds: dict) -> tuple[list[str], str, str]:
-    """Check expressions, the captures-vector expression and the expression of its exact key
-    (of ``c``, once ``c`` holds the captures) for a handler key."""
+def _handler_parts(g: _Gen, key: tuple, kinds: dict) -> tuple[list[str], str, int]:
+    """Check expressions, the captures-vector expression and the number of captures for a
+    handler key."""
     capture_paths, checks = key
     conds = [f"{g.bind('C', check)}({g.path(path, kinds)})" for path, check in checks]
     caps = "(" + "".join(g.path(p, kinds) + ", " for p in capture_paths) + ")"
-    return conds, caps, _captures_key(len(capture_paths))
+    return conds, caps, len(capture_paths)
 
 
-def _captures_key(n: int) -> str:
-    """The exact key of ``c``, a captures vector of ``n`` items: ``c`` itself when each item is
-    its own key (an item of a class that always is, tested inline without a call), else
-    :func:`~feds.values.exact_key`'s."""
+def _captures_key(n: int, complete: bool) -> str:
+    """The key handed over with ``c``, a captures vector of ``n`` items: ``c`` itself when each
+    item is its own key (an item of a class that always is, tested inline without a call; a
+    tuple, by one call). Otherwise (a float or a boolean in it, or an item rarely captured),
+    a handler with a bag keys it by :func:`~feds.values.exact_key`, and a complete one hands
+    over None: a callback needing the key works it out, and the index allocates no wrapper
+    that no one may use."""
     if n == 0:
         return "c"
-    own = " and ".join(f"(c[{i}].__class__ in SELF or KEY(c[{i}]) is c[{i}])" for i in range(n))
-    return f"c if {own} else KEY(c)"
+    own = " and ".join(
+        f"(c[{i}].__class__ in SELF or c[{i}].__class__ is tuple and KEY(c[{i}]) is c[{i}])"
+        for i in range(n)
+    )
+    return f"c if {own} else {'None' if complete else 'KEY(c)'}"
 
 
 def _fire(h: str, event: str, key: str) -> list[str]:
@@ -462,7 +469,8 @@ def _fire(h: str, event: str, key: str) -> list[str]:
     ]
 
 
-def _bag_add(h: str, caps: str, key: str, complete: bool) -> list[str]:
+def _bag_add(h: str, caps: str, n: int, complete: bool) -> list[str]:
+    key = _captures_key(n, complete)
     if complete:  # the bag is implicit: the captures are new exactly when the value is
         return [f"c = {caps}", f"k = {key}", *_fire(h, "+", "k")]
     return [
@@ -477,7 +485,8 @@ def _bag_add(h: str, caps: str, key: str, complete: bool) -> list[str]:
     ]
 
 
-def _bag_remove(h: str, caps: str, key: str, complete: bool) -> list[str]:
+def _bag_remove(h: str, caps: str, n: int, complete: bool) -> list[str]:
+    key = _captures_key(n, complete)
     if complete:
         return [f"c = {caps}", f"k = {key}", *_fire(h, "-", "k")]
     return [
@@ -500,12 +509,12 @@ def _handler_fns(key: tuple, kinds: dict, complete: bool) -> tuple:
     """Generate ``add/remove/msg/test(h, v)`` for handlers with ``key``: projections and
     checks inlined; ``test`` returns the captures vector, or None if a check fails."""
     g = _Gen()
-    conds, caps, ckey = _handler_parts(g, key, kinds)
+    conds, caps, n = _handler_parts(g, key, kinds)
     fn = [
         "def add(h, v):",
-        *_indent(_checked(conds, _bag_add("h", caps, ckey, complete)), 4),
+        *_indent(_checked(conds, _bag_add("h", caps, n, complete)), 4),
         "def remove(h, v):",
-        *_indent(_checked(conds, _bag_remove("h", caps, ckey, complete)), 4),
+        *_indent(_checked(conds, _bag_remove("h", caps, n, complete)), 4),
         "def msg(h, v):",
         *_indent(_checked(conds, _bag_msg("h", caps)), 4),
         "def test(h, v):",
@@ -672,21 +681,22 @@ class _Walkers:
         p_rem = ["if leaf.removes:", "    for f, x in leaf.removes:", "        f(x, v)"]
         p_msg = ["if leaf.msgs:", "    for f, x in leaf.msgs:", "        f(x, v)"]
         if table.primary is not None:
-            conds, caps, ckey = _handler_parts(g, table.primary, node.kinds)
+            conds, caps, n = _handler_parts(g, table.primary, node.kinds)
             complete = table.complete[table.primary]
             head = ["h = leaf.h", "if h is not None:"]
             p_add = [
                 *head,
-                *_indent(_checked(conds, _bag_add("h", caps, ckey, complete)), 4),
+                *_indent(_checked(conds, _bag_add("h", caps, n, complete)), 4),
                 *p_add,
             ]
             p_rem = [
                 *head,
-                *_indent(_checked(conds, _bag_remove("h", caps, ckey, complete)), 4),
+                *_indent(_checked(conds, _bag_remove("h", caps, n, complete)), 4),
                 *p_rem,
             ]
             p_msg = [*head, *_indent(_checked(conds, _bag_msg("h", caps)), 4), *p_msg]
             if complete:  # the lone callback straight from the leaf when there is one (Leaf.cb)
+                ckey = _captures_key(n, complete)
                 p_add = _direct(conds, caps, ckey, "+", p_add)
                 p_rem = _direct(conds, caps, ckey, "-", p_rem)
                 p_msg = _direct(conds, caps, "None", "!", p_msg)
