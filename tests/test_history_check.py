@@ -422,25 +422,9 @@ def test_the_copy_up_binary_history_of_seed_7_is_decided() -> None:
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
 
 
-def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
-    """A history of the property test (observer-flood, star, ``--hypothesis-seed=13``, 300
-    examples) left undecided at 500,000 states. An early wrong choice (``<b $x $y>`` learning
-    c0's ``<b 1 0>`` for the ``+(1,0)`` at t=339) left the search trying the silent positions
-    of five senders at every later turn, each try failing at the quiet point at t=585. That
-    choice is hopeless: ``<b $x $y>``, open at the quiet point, would have to hear c0's later
-    message ``<b 0 2>`` before it, and ``E`` never hears ``!(0,2)``. Counting the messages
-    that started windows owe by a quiet point prunes it at once.
-
-    One explanation (c0's ``<b 1 0>`` silently, in ``<b _ _>`` only): ``<b $x 1>`` starts c1
-    and c3 before the first quiet point; ``<b _ _>`` starts c1 after one action (``+()``);
-    ``<a $x>`` hears c2's message (``!(2,)``); ``<b $x _>`` and ``<b $x $y>`` start c1 after
-    two (``+(1,)``, ``+(1,0)``); ``<a $x>`` hears c4's message and c2's ``<a 2>`` (``!(2,)``,
-    ``+(2,)``); c0's message reaches ``<b _ _>`` and ``<b $x _>`` (``!() !(0,)``), c1's all
-    but ``<a $x>`` (``!(0,) !() !(0,1) !(0,)``), c4's ``<b 2 0>`` the three ``<b ...>`` that
-    bind or ignore both fields (``!() !(2,0) !(2,)``); c2's ``<b 0 0>`` gives ``+(0,)`` and
-    ``+(0,0)``; c3's message reaches ``<b $x 1>``, ``<b _ _>`` and ``<b $x _>`` (``!(0,) !()
-    !(0,)``); then the withdrawals.
-    """
+def star_of_seed_13() -> tuple[list, list[Instance], dict, list[Checkpoint]]:
+    """The observer-flood star history of ``--hypothesis-seed=13`` (see the test below):
+    history, instances, programs, checkpoints."""
     b10, b00, a2 = ("b", 1, 0), ("b", 0, 0), ("a", 2)
     programs = {
         "c0@n0": [holds(42, b10), drops(120, b10), says(222, ("b", 0, 2)), Action(586)],
@@ -504,6 +488,29 @@ def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
         (635, "-", (1, 0)),
         (635, "-", (0, 0)),
     ]
+    return history, instances, programs, checkpoints
+
+
+def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
+    """A history of the property test (observer-flood, star, ``--hypothesis-seed=13``, 300
+    examples) left undecided at 500,000 states. An early wrong choice (``<b $x $y>`` learning
+    c0's ``<b 1 0>`` for the ``+(1,0)`` at t=339) left the search trying the silent positions
+    of five senders at every later turn, each try failing at the quiet point at t=585. That
+    choice is hopeless: ``<b $x $y>``, open at the quiet point, would have to hear c0's later
+    message ``<b 0 2>`` before it, and ``E`` never hears ``!(0,2)``. Counting the messages
+    that started windows owe by a quiet point prunes it at once.
+
+    One explanation (c0's ``<b 1 0>`` silently, in ``<b _ _>`` only): ``<b $x 1>`` starts c1
+    and c3 before the first quiet point; ``<b _ _>`` starts c1 after one action (``+()``);
+    ``<a $x>`` hears c2's message (``!(2,)``); ``<b $x _>`` and ``<b $x $y>`` start c1 after
+    two (``+(1,)``, ``+(1,0)``); ``<a $x>`` hears c4's message and c2's ``<a 2>`` (``!(2,)``,
+    ``+(2,)``); c0's message reaches ``<b _ _>`` and ``<b $x _>`` (``!() !(0,)``), c1's all
+    but ``<a $x>`` (``!(0,) !() !(0,1) !(0,)``), c4's ``<b 2 0>`` the three ``<b ...>`` that
+    bind or ignore both fields (``!() !(2,0) !(2,)``); c2's ``<b 0 0>`` gives ``+(0,)`` and
+    ``+(0,0)``; c3's message reaches ``<b $x 1>``, ``<b _ _>`` and ``<b $x _>`` (``!(0,) !()
+    !(0,)``); then the withdrawals.
+    """
+    history, instances, programs, checkpoints = star_of_seed_13()
     assert explain(history, instances, programs, checkpoints) is None
     # Without !(0,1): <b $x $y> learns c2's <b 1 0> for +(1,0) and starts c1 and c3 after
     # their messages. Learning c1's after its message instead would put c1's message, which
@@ -515,3 +522,24 @@ def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
     unheard = [event for event in history if event[1:] != ("+", (1, 0))]
     why = explain(unheard, instances, programs, checkpoints)
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
+
+
+def test_a_message_heard_after_a_quiet_point_was_sent_after_it() -> None:
+    """After a quiet point every observation open at it has heard every message sent before
+    it, and a closed one is withdrawn: what ``E`` hears after it comes from messages sent after
+    it. The star history of seed 13 with its ``!(0,1)`` moved past the quiet point at t=585
+    (no message is sent after it) is a counterexample at once; counting the messages over the
+    whole history alone left the search trying positions until it gave up at 5,000 states."""
+    history, instances, programs, checkpoints = star_of_seed_13()
+    late = sorted(
+        ((600, kind, c) if (kind, c) == ("!", (0, 1)) else (t, kind, c) for t, kind, c in history),
+        key=lambda event: event[0],
+    )
+    why = explain(late, instances, programs, checkpoints, budget=100)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why
+    # a smaller case: one observation, a message sent before the quiet point and heard after
+    pattern = rec_group(B, [DISCARD])
+    programs = {"s": [Action(1, message=(record("b", 1),))]}
+    why = explain([(6, "!", ())], [only(pattern)], programs, [Checkpoint(5)], budget=100)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why
+    assert explain([(4, "!", ())], [only(pattern)], programs, [Checkpoint(5)]) is None
