@@ -543,3 +543,70 @@ def test_a_message_heard_after_a_quiet_point_was_sent_after_it() -> None:
     why = explain([(6, "!", ())], [only(pattern)], programs, [Checkpoint(5)], budget=100)
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
     assert explain([(4, "!", ())], [only(pattern)], programs, [Checkpoint(5)]) is None
+
+
+def test_the_observer_flood_binary_history_of_seed_13_is_decided() -> None:
+    """A history of the property test (observer-flood, binary tree, ``--hypothesis-seed=13``,
+    300 examples) left undecided at 50,000 states and explained at 500,000. An early wrong
+    choice (``<b $x _>`` starting c0 before its message ``<b 1 0>`` for the ``+(2,)`` at t=626)
+    left the search trying the silent positions of eight senders at t=807, each failing at
+    t=812. That choice is hopeless: ``E`` never hears ``!(1,)``, so that window never passes
+    c0's message, and ``<b $x _>`` holds ``(2,)`` until it is withdrawn; ``<b $x 1>``'s only
+    ``(2,)`` is c1's ``<b 2 1>``, which it holds already, so it can lose it but never gain it
+    again: no observation can give the ``+(2,)`` at t=812. Asking which observation can still
+    gain a vector prunes that choice at once.
+
+    One explanation: ``<b _ _>`` starts c0 after one action (``+()``) and is withdrawn after
+    the second quiet point (``-()``); ``<b $x 1>`` starts c1, c4 and c5 there and hears c1's
+    ``<b 2 1>`` (``+(2,)``); ``<b $x _>`` starts c0 after its message (``+(2,)``) and c3 after
+    its ``<b 0 2>`` (``+(0,)``); c4's ``<b 1 1>`` reaches ``<b $x 1>``, and ``<b $x _>`` starts
+    c4 after it (``+(1,) +(1,)``); both hear c4's retraction (``-(1,) -(1,)``), ``<b $x _>``
+    c3's and c0's (``-(0,) -(2,)``), then starts c1 before its retraction (``+(2,)``), which
+    both then hear (``-(2,) -(2,)``); the withdrawals are silent.
+    """
+    b20, b21, b22, b02, b00, b11 = (
+        ("b", x, y) for x, y in [(2, 0), (2, 1), (2, 2), (0, 2), (0, 0), (1, 1)]
+    )
+    programs = {
+        "c0@n0": [holds(78, b20), says(530, ("b", 1, 0)), drops(589, b20)],
+        "c1@n1": [
+            holds(80, b20),
+            holds(484, b21),
+            holds(541, ("a", 0)),
+            drops(586, b20, b21, ("a", 0)),
+        ],
+        "c2@n2": [holds(82, b22), says(495, b02), drops(590, b22)],
+        "c3@n3": [holds(84, b20), holds(415, b22), holds(422, b02), drops(591, b20, b22, b02)],
+        "c4@n4": [holds(86, b20), holds(463, b00), holds(520, b11), drops(592, b20, b00, b11)],
+        "c5@n5": [holds(88, b22), says(467, ("a", 1)), says(545, b11), drops(593, b22)],
+        "c6@n6": [holds(90, b20), holds(469, ("a", 0)), drops(594, b20, ("a", 0))],
+        "c7@n5": [holds(514, b00), drops(595, b00)],
+        "c8@n4": [Action(596)],
+    }
+    instances = [
+        Instance(rec_group(B, [DISCARD, DISCARD]), 85, 473, "c4@n4"),
+        Instance(rec_group(B, [bind(), lit(1)]), 434, 596, "c8@n4"),
+        Instance(rec_group(B, [bind(), DISCARD]), 504, 596, "c8@n4"),
+    ]
+    checkpoints = [Checkpoint(404), Checkpoint(462), Checkpoint(950)]
+    history = [
+        (179, "+", ()),
+        (482, "-", ()),
+        (616, "+", (2,)),
+        (626, "+", (2,)),
+        (626, "+", (0,)),
+        (762, "+", (1,)),
+        (762, "+", (1,)),
+        (807, "-", (2,)),
+        (807, "-", (0,)),
+        (807, "-", (1,)),
+        (807, "-", (1,)),
+        (812, "+", (2,)),
+        (825, "-", (2,)),
+        (825, "-", (2,)),
+    ]
+    assert explain(history, instances, programs, checkpoints, budget=1_000) is None
+    # Without the +(2,) at t=812: two observations lose (2,) at t=825, but only one holds it.
+    regained = [event for event in history if event[0] != 812]
+    why = explain(regained, instances, programs, checkpoints, budget=1_000)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why

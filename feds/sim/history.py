@@ -410,7 +410,78 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
     blocked = _owed(problem, state, spoken)
     if blocked is not None:
         return blocked
+    blocked = _ungained(problem, state, spoken)
+    if blocked is not None:
+        return blocked
     return _unsent(problem, state, spoken)
+
+
+def _ungained(problem: _Problem, state: _State, spoken: Counter) -> int | None:
+    """The timeline index of a ``+c`` event that no live instance can give ``E`` any more
+    from ``state``, if any (a necessary condition: pruning on it loses no explanation).
+
+    ``spoken``: the ``!`` events of the current turn already explained. ``E`` hears ``+c``
+    when an instance's count of ``c`` goes from 0 up, so when one of its pairs goes from
+    holding no ``c`` to holding some: it starts its window where its sender holds ``c``, or
+    its window passes an action from a position holding no ``c`` to one holding some
+    (:func:`_gains`). An instance one of whose started windows holds ``c`` wherever it can
+    still go keeps holding ``c`` until withdrawn: it hears no ``+c``. A window cannot go past
+    more messages than ``E`` has yet to hear: each is one ``!`` heard (:func:`_reachable`).
+    """
+    timeline = problem.timeline
+    counts = problem.counts
+    assert counts is not None
+    remaining = counts.messages[state.idx].copy()
+    remaining.subtract(spoken)
+    gainable: set[tuple] = set()
+    for i, row in enumerate(state.pos):
+        if not state.dead[i]:
+            gainable |= _gains(problem, state, i, row, remaining)
+    for n in range(state.idx, len(timeline)):
+        entry = timeline[n]
+        if (
+            entry[0] == "e"
+            and entry[2] == "+"
+            and entry[3] not in gainable
+            and n not in state.taken
+        ):
+            return n
+    return None
+
+
+def _gains(
+    problem: _Problem, state: _State, i: int, row: tuple[int, ...], remaining: Counter
+) -> set[tuple]:
+    """The captures vectors whose ``+`` instance ``i`` (positions ``row``) may still give
+    ``E`` from ``state``, when ``E`` has ``remaining`` messages yet to hear (see
+    :func:`_ungained`)."""
+    gains: set[tuple] = set()
+    kept: set[tuple] = set()
+    for k, (pair, p) in enumerate(zip(problem.pairs[i], row, strict=True)):
+        if p < 0:
+            gains.update(pair.implies[state.floors[_flat(problem, i, k)]])
+            continue
+        held = pair.held
+        always = set(held[p])
+        for x in range(p, _reachable(pair, p, remaining)):
+            gains.update(c for c in held[x + 1] if held[x][c] <= 0)
+            always.intersection_update(held[x + 1])
+        kept |= always
+    return gains - kept
+
+
+def _reachable(pair: _Pair, p: int, remaining: Counter) -> int:
+    """The last position a window started at ``p`` can reach when ``E`` has ``remaining``
+    messages yet to hear: passing a message is hearing it, so it passes no more of them."""
+    passed: Counter = Counter()
+    while pair.speaks[p] < len(pair.deltas):
+        message = pair.speaks[p]
+        sent = pair.deltas[message][1]
+        if passed[sent] >= remaining[sent]:
+            return message
+        passed[sent] += 1
+        p = message + 1
+    return len(pair.deltas)
 
 
 def _unsent(problem: _Problem, state: _State, spoken: Counter) -> int | None:
