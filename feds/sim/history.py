@@ -46,13 +46,16 @@ counting alone shows the rest cannot be explained is not expanded (:func:`_hopel
 how many can, and at a quiet point is known; each ``!c`` needs a message not yet heard, sent
 between the quiet points around it, :func:`_unsent`): a necessary condition, so no
 explanation is lost, and an early wrong choice is dropped at once instead of after every
-silent variation behind it. The counting also knows what each instance
-can still hold and what holding a vector brings along (if every sender holds a ``<b 1 _>`` only
-while it holds ``<b 2 0>``, ``<b $x _>`` holds ``(1,)`` only with ``(2,)``): at a turn's end
+silent variation behind it. The counting also knows what each instance can still hold and
+what holding a vector brings along (if every sender holds a ``<b 1 _>`` only while it holds
+``<b 2 0>``, ``<b $x _>`` holds ``(1,)`` only with ``(2,)``): at a turn's end
 where every instance that can hold ``c`` must, each holds what ``c`` brings, and each one that
 did not has heard a ``+`` of it (:func:`_forced`; necessary conditions too). And an instance
 open at a quiet point owes ``E`` every message its started windows have yet to pass before it:
-as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`).
+as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`). A ``+c``
+needs an instance that can still gain ``c``: a window passes no more messages than ``E`` has
+yet to hear, and one that holds ``c`` wherever it can go keeps its instance holding ``c``
+until withdrawn (:func:`_ungained`).
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
@@ -422,11 +425,13 @@ def _ungained(problem: _Problem, state: _State, spoken: Counter) -> int | None:
 
     ``spoken``: the ``!`` events of the current turn already explained. ``E`` hears ``+c``
     when an instance's count of ``c`` goes from 0 up, so when one of its pairs goes from
-    holding no ``c`` to holding some: it starts its window where its sender holds ``c``, or
-    its window passes an action from a position holding no ``c`` to one holding some
-    (:func:`_gains`). An instance one of whose started windows holds ``c`` wherever it can
-    still go keeps holding ``c`` until withdrawn: it hears no ``+c``. A window cannot go past
-    more messages than ``E`` has yet to hear: each is one ``!`` heard (:func:`_reachable`).
+    holding no ``c`` to holding some: a window not started starts where its sender holds
+    ``c`` (at its lowest start or later), or a started one passes an action from a position
+    holding no ``c`` to one holding some (:func:`_gains`). A started window only moves on, and
+    passes no more messages than ``E`` has yet to hear: each one it passes is one ``!`` heard
+    (a catch-up at a checkpoint passes none; :func:`_reachable`). An instance one of whose
+    started windows holds ``c`` wherever it can still go keeps holding ``c`` until withdrawn:
+    it hears no ``+c``.
     """
     timeline = problem.timeline
     counts = problem.counts
