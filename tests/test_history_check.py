@@ -8,7 +8,7 @@ different times) are accepted; each defect the property must find is rejected.
 from __future__ import annotations
 
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.sim.history import COUNTEREXAMPLE, GAVE_UP, Action, Checkpoint, Instance, explain
+from feds.sim.history import COUNTEREXAMPLE, GAVE_UP, Action, Checkpoint, Event, Instance, explain
 from feds.values import Symbol, record
 
 A, B = Symbol("a"), Symbol("b")
@@ -422,7 +422,9 @@ def test_the_copy_up_binary_history_of_seed_7_is_decided() -> None:
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
 
 
-def star_of_seed_13() -> tuple[list, list[Instance], dict, list[Checkpoint]]:
+def star_of_seed_13() -> tuple[
+    list[Event], list[Instance], dict[str, list[Action]], list[Checkpoint]
+]:
     """The observer-flood star history of ``--hypothesis-seed=13`` (see the test below):
     history, instances, programs, checkpoints."""
     b10, b00, a2 = ("b", 1, 0), ("b", 0, 0), ("a", 2)
