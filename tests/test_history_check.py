@@ -8,7 +8,7 @@ different times) are accepted; each defect the property must find is rejected.
 from __future__ import annotations
 
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.sim.history import COUNTEREXAMPLE, GAVE_UP, Action, Checkpoint, Instance, explain
+from feds.sim.history import COUNTEREXAMPLE, GAVE_UP, Action, Checkpoint, Event, Instance, explain
 from feds.values import Symbol, record
 
 A, B = Symbol("a"), Symbol("b")
@@ -422,25 +422,11 @@ def test_the_copy_up_binary_history_of_seed_7_is_decided() -> None:
     assert why is not None and why.startswith(COUNTEREXAMPLE), why
 
 
-def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
-    """A history of the property test (observer-flood, star, ``--hypothesis-seed=13``, 300
-    examples) left undecided at 500,000 states. An early wrong choice (``<b $x $y>`` learning
-    c0's ``<b 1 0>`` for the ``+(1,0)`` at t=339) left the search trying the silent positions
-    of five senders at every later turn, each try failing at the quiet point at t=585. That
-    choice is hopeless: ``<b $x $y>``, open at the quiet point, would have to hear c0's later
-    message ``<b 0 2>`` before it, and ``E`` never hears ``!(0,2)``. Counting the messages
-    that started windows owe by a quiet point prunes it at once.
-
-    One explanation (c0's ``<b 1 0>`` silently, in ``<b _ _>`` only): ``<b $x 1>`` starts c1
-    and c3 before the first quiet point; ``<b _ _>`` starts c1 after one action (``+()``);
-    ``<a $x>`` hears c2's message (``!(2,)``); ``<b $x _>`` and ``<b $x $y>`` start c1 after
-    two (``+(1,)``, ``+(1,0)``); ``<a $x>`` hears c4's message and c2's ``<a 2>`` (``!(2,)``,
-    ``+(2,)``); c0's message reaches ``<b _ _>`` and ``<b $x _>`` (``!() !(0,)``), c1's all
-    but ``<a $x>`` (``!(0,) !() !(0,1) !(0,)``), c4's ``<b 2 0>`` the three ``<b ...>`` that
-    bind or ignore both fields (``!() !(2,0) !(2,)``); c2's ``<b 0 0>`` gives ``+(0,)`` and
-    ``+(0,0)``; c3's message reaches ``<b $x 1>``, ``<b _ _>`` and ``<b $x _>`` (``!(0,) !()
-    !(0,)``); then the withdrawals.
-    """
+def star_of_seed_13() -> tuple[
+    list[Event], list[Instance], dict[str, list[Action]], list[Checkpoint]
+]:
+    """The observer-flood star history of ``--hypothesis-seed=13`` (see the test below):
+    history, instances, programs, checkpoints."""
     b10, b00, a2 = ("b", 1, 0), ("b", 0, 0), ("a", 2)
     programs = {
         "c0@n0": [holds(42, b10), drops(120, b10), says(222, ("b", 0, 2)), Action(586)],
@@ -504,6 +490,29 @@ def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
         (635, "-", (1, 0)),
         (635, "-", (0, 0)),
     ]
+    return history, instances, programs, checkpoints
+
+
+def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
+    """A history of the property test (observer-flood, star, ``--hypothesis-seed=13``, 300
+    examples) left undecided at 500,000 states. An early wrong choice (``<b $x $y>`` learning
+    c0's ``<b 1 0>`` for the ``+(1,0)`` at t=339) left the search trying the silent positions
+    of five senders at every later turn, each try failing at the quiet point at t=585. That
+    choice is hopeless: ``<b $x $y>``, open at the quiet point, would have to hear c0's later
+    message ``<b 0 2>`` before it, and ``E`` never hears ``!(0,2)``. Counting the messages
+    that started windows owe by a quiet point prunes it at once.
+
+    One explanation (c0's ``<b 1 0>`` silently, in ``<b _ _>`` only): ``<b $x 1>`` starts c1
+    and c3 before the first quiet point; ``<b _ _>`` starts c1 after one action (``+()``);
+    ``<a $x>`` hears c2's message (``!(2,)``); ``<b $x _>`` and ``<b $x $y>`` start c1 after
+    two (``+(1,)``, ``+(1,0)``); ``<a $x>`` hears c4's message and c2's ``<a 2>`` (``!(2,)``,
+    ``+(2,)``); c0's message reaches ``<b _ _>`` and ``<b $x _>`` (``!() !(0,)``), c1's all
+    but ``<a $x>`` (``!(0,) !() !(0,1) !(0,)``), c4's ``<b 2 0>`` the three ``<b ...>`` that
+    bind or ignore both fields (``!() !(2,0) !(2,)``); c2's ``<b 0 0>`` gives ``+(0,)`` and
+    ``+(0,0)``; c3's message reaches ``<b $x 1>``, ``<b _ _>`` and ``<b $x _>`` (``!(0,) !()
+    !(0,)``); then the withdrawals.
+    """
+    history, instances, programs, checkpoints = star_of_seed_13()
     assert explain(history, instances, programs, checkpoints) is None
     # Without !(0,1): <b $x $y> learns c2's <b 1 0> for +(1,0) and starts c1 and c3 after
     # their messages. Learning c1's after its message instead would put c1's message, which
@@ -514,4 +523,92 @@ def test_the_observer_flood_star_history_of_seed_13_is_decided() -> None:
     # <b 1 0>), so it heard +(1,0) before. A counterexample, found at once (not a give-up).
     unheard = [event for event in history if event[1:] != ("+", (1, 0))]
     why = explain(unheard, instances, programs, checkpoints)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why
+
+
+def test_a_message_heard_after_a_quiet_point_was_sent_after_it() -> None:
+    """After a quiet point every observation open at it has heard every message sent before
+    it, and a closed one is withdrawn: what ``E`` hears after it comes from messages sent after
+    it. The star history of seed 13 with its ``!(0,1)`` moved past the quiet point at t=585
+    (no message is sent after it) is a counterexample at once; counting the messages over the
+    whole history alone left the search trying positions until it gave up at 5,000 states."""
+    history, instances, programs, checkpoints = star_of_seed_13()
+    late = sorted(
+        ((600, kind, c) if (kind, c) == ("!", (0, 1)) else (t, kind, c) for t, kind, c in history),
+        key=lambda event: event[0],
+    )
+    why = explain(late, instances, programs, checkpoints, budget=100)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why
+    # a smaller case: one observation, a message sent before the quiet point and heard after
+    pattern = rec_group(B, [DISCARD])
+    programs = {"s": [Action(1, message=(record("b", 1),))]}
+    why = explain([(6, "!", ())], [only(pattern)], programs, [Checkpoint(5)], budget=100)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why
+    assert explain([(4, "!", ())], [only(pattern)], programs, [Checkpoint(5)]) is None
+
+
+def test_the_observer_flood_binary_history_of_seed_13_is_decided() -> None:
+    """A history of the property test (observer-flood, binary tree, ``--hypothesis-seed=13``,
+    300 examples) left undecided at 50,000 states and explained at 500,000. An early wrong
+    choice (``<b $x _>`` starting c0 before its message ``<b 1 0>`` for the ``+(2,)`` at t=626)
+    left the search trying the silent positions of eight senders at t=807, each failing at
+    t=812. That choice is hopeless: ``E`` never hears ``!(1,)``, so that window never passes
+    c0's message, and ``<b $x _>`` holds ``(2,)`` until it is withdrawn; ``<b $x 1>``'s only
+    ``(2,)`` is c1's ``<b 2 1>``, which it holds already, so it can lose it but never gain it
+    again: no observation can give the ``+(2,)`` at t=812. Asking which observation can still
+    gain a vector prunes that choice at once.
+
+    One explanation: ``<b _ _>`` starts c0 after one action (``+()``) and is withdrawn after
+    the second quiet point (``-()``); ``<b $x 1>`` starts c1, c4 and c5 there and hears c1's
+    ``<b 2 1>`` (``+(2,)``); ``<b $x _>`` starts c0 after its message (``+(2,)``) and c3 after
+    its ``<b 0 2>`` (``+(0,)``); c4's ``<b 1 1>`` reaches ``<b $x 1>``, and ``<b $x _>`` starts
+    c4 after it (``+(1,) +(1,)``); both hear c4's retraction (``-(1,) -(1,)``), ``<b $x _>``
+    c3's and c0's (``-(0,) -(2,)``), then starts c1 before its retraction (``+(2,)``), which
+    both then hear (``-(2,) -(2,)``); the withdrawals are silent.
+    """
+    b20, b21, b22, b02, b00, b11 = (
+        ("b", x, y) for x, y in [(2, 0), (2, 1), (2, 2), (0, 2), (0, 0), (1, 1)]
+    )
+    programs = {
+        "c0@n0": [holds(78, b20), says(530, ("b", 1, 0)), drops(589, b20)],
+        "c1@n1": [
+            holds(80, b20),
+            holds(484, b21),
+            holds(541, ("a", 0)),
+            drops(586, b20, b21, ("a", 0)),
+        ],
+        "c2@n2": [holds(82, b22), says(495, b02), drops(590, b22)],
+        "c3@n3": [holds(84, b20), holds(415, b22), holds(422, b02), drops(591, b20, b22, b02)],
+        "c4@n4": [holds(86, b20), holds(463, b00), holds(520, b11), drops(592, b20, b00, b11)],
+        "c5@n5": [holds(88, b22), says(467, ("a", 1)), says(545, b11), drops(593, b22)],
+        "c6@n6": [holds(90, b20), holds(469, ("a", 0)), drops(594, b20, ("a", 0))],
+        "c7@n5": [holds(514, b00), drops(595, b00)],
+        "c8@n4": [Action(596)],
+    }
+    instances = [
+        Instance(rec_group(B, [DISCARD, DISCARD]), 85, 473, "c4@n4"),
+        Instance(rec_group(B, [bind(), lit(1)]), 434, 596, "c8@n4"),
+        Instance(rec_group(B, [bind(), DISCARD]), 504, 596, "c8@n4"),
+    ]
+    checkpoints = [Checkpoint(404), Checkpoint(462), Checkpoint(950)]
+    history = [
+        (179, "+", ()),
+        (482, "-", ()),
+        (616, "+", (2,)),
+        (626, "+", (2,)),
+        (626, "+", (0,)),
+        (762, "+", (1,)),
+        (762, "+", (1,)),
+        (807, "-", (2,)),
+        (807, "-", (0,)),
+        (807, "-", (1,)),
+        (807, "-", (1,)),
+        (812, "+", (2,)),
+        (825, "-", (2,)),
+        (825, "-", (2,)),
+    ]
+    assert explain(history, instances, programs, checkpoints, budget=1_000) is None
+    # Without the +(2,) at t=812: two observations lose (2,) at t=825, but only one holds it.
+    regained = [event for event in history if event[0] != 812]
+    why = explain(regained, instances, programs, checkpoints, budget=1_000)
     assert why is not None and why.startswith(COUNTEREXAMPLE), why

@@ -43,15 +43,19 @@ are taken only just before a move that they can change; see :func:`_search`); ev
 pins the state down, so the search stays small between quiet points. A state from which
 counting alone shows the rest cannot be explained is not expanded (:func:`_hopeless`: each
 ``+c``/``-c`` changes by one how many live instances hold ``c``, which stays between zero and
-how many can, and at a quiet point is known; each ``!c`` needs a message not yet heard): a
-necessary condition, so no explanation is lost, and an early wrong choice is dropped at once
-instead of after every silent variation behind it. The counting also knows what each instance
-can still hold and what holding a vector brings along (if every sender holds a ``<b 1 _>`` only
-while it holds ``<b 2 0>``, ``<b $x _>`` holds ``(1,)`` only with ``(2,)``): at a turn's end
+how many can, and at a quiet point is known; each ``!c`` needs a message not yet heard, sent
+between the quiet points around it, :func:`_unsent`): a necessary condition, so no
+explanation is lost, and an early wrong choice is dropped at once instead of after every
+silent variation behind it. The counting also knows what each instance can still hold and
+what holding a vector brings along (if every sender holds a ``<b 1 _>`` only while it holds
+``<b 2 0>``, ``<b $x _>`` holds ``(1,)`` only with ``(2,)``): at a turn's end
 where every instance that can hold ``c`` must, each holds what ``c`` brings, and each one that
 did not has heard a ``+`` of it (:func:`_forced`; necessary conditions too). And an instance
 open at a quiet point owes ``E`` every message its started windows have yet to pass before it:
-as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`).
+as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`). A ``+c``
+needs an instance that can still gain ``c``: a window passes no more messages than ``E`` has
+yet to hear, and one that holds ``c`` wherever it can go keeps its instance holding ``c``
+until withdrawn (:func:`_ungained`).
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
@@ -172,6 +176,8 @@ class _Problem:
         default_factory=dict
     )
     """:func:`_reach`'s answers, by instance and the positions its pairs go on from."""
+    audible: dict[tuple[int, tuple[int, ...]], list[Counter]] = field(default_factory=dict)
+    """:func:`_audible`'s answers, by instance and the positions its pairs go on from."""
     best: int = 0
     budget: int = BUDGET
     """States the search may visit before it gives up."""
@@ -248,6 +254,10 @@ class _Counts(NamedTuple):
     sender's actions from ``p`` on that the instance can hear."""
     gains: list[Counter]
     """``gains[n]``: per captures vector, the ``+`` events before timeline index ``n``."""
+    stretches: list[tuple[int, int, int | None, int | None]]
+    """The timeline cut at its quiet points: per stretch, its first index, its end (the next
+    quiet point's index, or the timeline's end), and the times of the quiet points that open
+    it and end it (None: the timeline's start or end)."""
 
 
 def _counts(problem: _Problem) -> _Counts:
@@ -328,7 +338,14 @@ def _counts(problem: _Problem) -> _Counts:
             later.reverse()
             per_pair.append(later)
         sent.append(per_pair)
-    return _Counts(ends, turns, sums, ranges, quiets, messages, sent, gains)
+    cuts = [(q, timeline[q][1]) for q, *_rest in quiets]
+    stretches = [
+        (start + 1, stop, opening, closing)
+        for (start, opening), (stop, closing) in zip(
+            [(-1, None), *cuts], [*cuts, (size, None)], strict=True
+        )
+    ]
+    return _Counts(ends, turns, sums, ranges, quiets, messages, sent, gains, stretches)
 
 
 def _hopeless(problem: _Problem, state: _State) -> int | None:
@@ -396,26 +413,150 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
     blocked = _owed(problem, state, spoken)
     if blocked is not None:
         return blocked
-    wanted = counts.messages[idx].copy()
-    wanted.subtract(spoken)
-    if +wanted:
-        # each ! is one message action heard by one live instance, each once: from where its
-        # window is (or may start) on
+    blocked = _ungained(problem, state, spoken)
+    if blocked is not None:
+        return blocked
+    return _unsent(problem, state, spoken)
+
+
+def _ungained(problem: _Problem, state: _State, spoken: Counter) -> int | None:
+    """The timeline index of a ``+c`` event that no live instance can give ``E`` any more
+    from ``state``, if any (a necessary condition: pruning on it loses no explanation).
+
+    ``spoken``: the ``!`` events of the current turn already explained. ``E`` hears ``+c``
+    when an instance's count of ``c`` goes from 0 up, so when one of its pairs goes from
+    holding no ``c`` to holding some: a window not started starts where its sender holds
+    ``c`` (at its lowest start or later), or a started one passes an action from a position
+    holding no ``c`` to one holding some (:func:`_gains`). A started window only moves on, and
+    passes no more messages than ``E`` has yet to hear: each one it passes is one ``!`` heard
+    (a catch-up at a checkpoint passes none; :func:`_reachable`). An instance one of whose
+    started windows holds ``c`` wherever it can still go keeps holding ``c`` until withdrawn:
+    it hears no ``+c``.
+    """
+    timeline = problem.timeline
+    counts = problem.counts
+    assert counts is not None
+    remaining = counts.messages[state.idx].copy()
+    remaining.subtract(spoken)
+    gainable: set[tuple] = set()
+    for i, row in enumerate(state.pos):
+        if not state.dead[i]:
+            gainable |= _gains(problem, state, i, row, remaining)
+    for n in range(state.idx, len(timeline)):
+        entry = timeline[n]
+        if (
+            entry[0] == "e"
+            and entry[2] == "+"
+            and entry[3] not in gainable
+            and n not in state.taken
+        ):
+            return n
+    return None
+
+
+def _gains(
+    problem: _Problem, state: _State, i: int, row: tuple[int, ...], remaining: Counter
+) -> set[tuple]:
+    """The captures vectors whose ``+`` instance ``i`` (positions ``row``) may still give
+    ``E`` from ``state``, when ``E`` has ``remaining`` messages yet to hear (see
+    :func:`_ungained`)."""
+    gains: set[tuple] = set()
+    kept: set[tuple] = set()
+    for k, (pair, p) in enumerate(zip(problem.pairs[i], row, strict=True)):
+        if p < 0:
+            gains.update(pair.implies[state.floors[_flat(problem, i, k)]])
+            continue
+        held = pair.held
+        always = set(held[p])
+        for x in range(p, _reachable(pair, p, remaining)):
+            gains.update(c for c in held[x + 1] if held[x][c] <= 0)
+            always.intersection_update(held[x + 1])
+        kept |= always
+    return gains - kept
+
+
+def _reachable(pair: _Pair, p: int, remaining: Counter) -> int:
+    """The last position a window started at ``p`` can reach when ``E`` has ``remaining``
+    messages yet to hear: passing a message is hearing it, so it passes no more of them."""
+    passed: Counter = Counter()
+    while pair.speaks[p] < len(pair.deltas):
+        message = pair.speaks[p]
+        sent = pair.deltas[message][1]
+        if passed[sent] >= remaining[sent]:
+            return message
+        passed[sent] += 1
+        p = message + 1
+    return len(pair.deltas)
+
+
+def _unsent(problem: _Problem, state: _State, spoken: Counter) -> int | None:
+    """The timeline index of a ``!`` event that no message left can give ``E`` from
+    ``state``, if any (a necessary condition: pruning on it loses no explanation).
+
+    ``spoken``: the ``!`` events of the current turn already explained. Each ``!c`` is one
+    message action of a sender that one live instance hears once, in its window: from where
+    the window is (or may start) on. And a quiet point cuts the messages as it cuts the
+    timeline: every instance open at it has seen every action issued before it (and goes on
+    from there), every one closed before it has been withdrawn, and nothing is heard before it
+    was issued; so the ``!`` heard between two quiet points come from messages issued between
+    them (:func:`_audible`), no more than those.
+    """
+    counts = problem.counts
+    assert counts is not None
+    timeline = problem.timeline
+    idx = state.idx
+    for s, (start, stop, _opening, _closing) in enumerate(counts.stretches):
+        if stop <= idx:
+            continue
+        first = max(start, idx)
+        wanted = counts.messages[first] - counts.messages[stop]
+        if start <= idx:
+            wanted.subtract(spoken)
+        if not +wanted:
+            continue
         sendable: Counter = Counter()
-        flat = 0
         for i, row in enumerate(state.pos):
-            for k, p in enumerate(row):
-                if not dead[i]:
-                    sendable.update(counts.sent[i][k][p if p >= 0 else state.floors[flat + k]])
-            flat += len(row)
+            if not state.dead[i]:
+                sendable.update(_audible(problem, state, i, row)[s])
         if any(n > sendable[c] for c, n in wanted.items()):
-            for n in range(idx, len(timeline)):  # the first ! that nothing is left to send
+            for n in range(first, stop):  # the first ! that nothing is left to send
                 entry = timeline[n]
                 if entry[0] == "e" and entry[2] == "!" and n not in state.taken:
                     sendable[entry[3]] -= 1
                     if sendable[entry[3]] < 0:
                         return n
     return None
+
+
+def _audible(problem: _Problem, state: _State, i: int, row: tuple[int, ...]) -> list[Counter]:
+    """Per stretch of the timeline (:attr:`_Counts.stretches`), the captures of the messages
+    instance ``i`` (positions ``row``) may still hear in it from ``state``: those of its
+    pairs' actions from where the windows are (or may start) on, issued before the quiet
+    point that ends the stretch and, if ``i`` was open at the one that opens it, after that
+    one (none if ``i`` was closed before it). Memoised: many states share them."""
+    froms = _froms(problem, state, i, row)
+    key = (i, froms)
+    audible = problem.audible.get(key)
+    if audible is None:
+        counts = problem.counts
+        assert counts is not None
+        inst = problem.instances[i]
+        audible = []
+        for _start, _stop, opening, closing in counts.stretches:
+            heard: Counter = Counter()
+            audible.append(heard)
+            if opening is not None and inst.closed is not None and inst.closed < opening:
+                continue  # withdrawn at the quiet point
+            for pair, sent, f in zip(problem.pairs[i], counts.sent[i], froms, strict=True):
+                times = problem.times[pair.sender]
+                lo = f
+                if opening is not None and inst.opened < opening:
+                    lo = max(lo, bisect.bisect_left(times, opening))
+                hi = len(times) if closing is None else bisect.bisect_left(times, closing)
+                if lo < hi:
+                    heard.update(sent[lo] - sent[hi])
+        problem.audible[key] = audible
+    return audible
 
 
 def _owed(problem: _Problem, state: _State, spoken: Counter) -> int | None:
@@ -514,8 +655,7 @@ def _reach(
     """Per captures vector that instance ``i`` (positions ``row``) may hold from ``state`` on,
     the vectors it then surely holds too: the intersection of its pairs' :attr:`_Pair.implies`
     from their positions (or lowest starts) on. Memoised: many states share them."""
-    flat = _flat(problem, i, 0)
-    froms = tuple(p if p >= 0 else state.floors[flat + k] for k, p in enumerate(row))
+    froms = _froms(problem, state, i, row)
     key = (i, froms)
     reach = problem.reach.get(key)
     if reach is None:
@@ -525,6 +665,13 @@ def _reach(
                 reach[c] = reach[c] & implied if c in reach else implied
         problem.reach[key] = reach
     return reach
+
+
+def _froms(problem: _Problem, state: _State, i: int, row: tuple[int, ...]) -> tuple[int, ...]:
+    """Where the pairs of instance ``i`` (positions ``row``) go on from in ``state``: a
+    started window from its position, one not started from its lowest start."""
+    flat = _flat(problem, i, 0)
+    return tuple(p if p >= 0 else state.floors[flat + k] for k, p in enumerate(row))
 
 
 def _where(problem: _Problem) -> str:
