@@ -155,9 +155,9 @@ MUTANTS = [
     Mutant(
         "aggregate-no-local-pub",
         "feds/protocols/aggregate_subs.py",
-        "relay(t, f, rec_group(LOCAL, [pat]), lambda vs: (f, Record(PUB, (f, pat, vs))))",
+        "deliver(t, f, rec_group(LOCAL, [pat]), at, lambda vs: (inbox, vs))",
         "pass",
-        "aggregate-subs publishes no local matches for a subscription",
+        "aggregate-subs forwards no local matches to a next hop",
     ),
     # -- the dataspace and local access -----------------------------------------------------
     Mutant(
