@@ -228,7 +228,7 @@ def run(mutant: Mutant, python: str) -> tuple[str, float, str]:
         return "stale", 0.0, f"{mutant.path}: the snippet occurs {source.count(mutant.old)} times"
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         work = Path(tmp)
-        for part in ("feds", "tests"):
+        for part in ("feds", "tests", "topology", "protocols"):  # files the tests read
             shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
         (work / mutant.path).write_text(source.replace(mutant.old, mutant.new))
