@@ -163,15 +163,16 @@ MUTANTS = [
     Mutant(
         "unobserve-keeps-matches",
         "feds/dataspace.py",
-        "            observer.withdraw(turn)\n",
-        "",
+        "                self.index.remove_handler(skeleton, observer)\n"
+        "                observer.withdraw(turn)\n",
+        "                self.index.remove_handler(skeleton, observer)\n",
         "retracting an Observe does not retract what it published (not retracting on unobserve)",
     ),
     Mutant(
         "access-keeps-retracted",
         "feds/node.py",
-        "        mine, value = entry\n        turn.retract(mine)\n",
-        "        mine, value = entry\n",
+        "        mine, observed = entry\n        turn.retract(mine)\n",
+        "        mine, observed = entry\n",
         "local access never retracts from the fragment",
     ),
     Mutant(
