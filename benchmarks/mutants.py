@@ -155,23 +155,24 @@ MUTANTS = [
     Mutant(
         "aggregate-no-local-pub",
         "feds/protocols/aggregate_subs.py",
-        "relay(t, f, rec_group(LOCAL, [pat]), lambda vs: (f, Record(PUB, (f, pat, vs))))",
+        "deliver(t, f, rec_group(LOCAL, [pat]), at, lambda vs: (inbox, vs))",
         "pass",
-        "aggregate-subs publishes no local matches for a subscription",
+        "aggregate-subs forwards no local matches to a next hop",
     ),
     # -- the dataspace and local access -----------------------------------------------------
     Mutant(
         "unobserve-keeps-matches",
         "feds/dataspace.py",
-        "            observer.withdraw(turn)\n",
-        "",
+        "                self.index.remove_handler(skeleton, observer)\n"
+        "                observer.withdraw(turn)\n",
+        "                self.index.remove_handler(skeleton, observer)\n",
         "retracting an Observe does not retract what it published (not retracting on unobserve)",
     ),
     Mutant(
         "access-keeps-retracted",
         "feds/node.py",
-        "        mine, value = entry\n        turn.retract(mine)\n",
-        "        mine, value = entry\n",
+        "        mine, observed = entry\n        turn.retract(mine)\n",
+        "        mine, observed = entry\n",
         "local access never retracts from the fragment",
     ),
     Mutant(
@@ -228,7 +229,7 @@ def run(mutant: Mutant, python: str) -> tuple[str, float, str]:
         return "stale", 0.0, f"{mutant.path}: the snippet occurs {source.count(mutant.old)} times"
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         work = Path(tmp)
-        for part in ("feds", "tests"):
+        for part in ("feds", "tests", "topology", "protocols"):  # files the tests read
             shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
         (work / mutant.path).write_text(source.replace(mutant.old, mutant.new))

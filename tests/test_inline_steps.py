@@ -142,14 +142,15 @@ def test_a_rule_stops_in_the_turn_its_match_goes() -> None:
     assert seen.events == [("!", record("got", 1))]
 
 
-TURNS = {"copy-up": 8, "observer-flood": 9, "aggregate-subs": 9}
+TURNS = {"copy-up": 8, "observer-flood": 9, "aggregate-subs": 8}
 """Turns per message from a client at n2 to an observer at n0 (over relays carrying real
 frames; clients' turns included). With every rule step in a turn of its own: 13, 15, 17; with
 a turn of each relay actor sending to the far side (before :meth:`feds.relay.Relay.take`):
 10, 13, 13; with a turn of each relay actor applying what arrives (before it applied a packet
 as it arrives, :meth:`feds.relay.Relay._apply_now`): 8, 11, 11. copy-up's 6 became 8 when a
 child's offers went to its inbox at the parent (one turn of the inbox per hop up), as
-aggregate-subs' answers go to theirs."""
+aggregate-subs' answers go to theirs. aggregate-subs' 9 became 8 when its next-hop rule took the
+publisher's node's local matches from ``<local …>`` (no ``<pub n2 pat vs>`` turn at n2)."""
 
 
 @pytest.mark.parametrize("protocol", protocol_names())

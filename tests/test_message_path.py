@@ -26,13 +26,15 @@ A = Symbol("a")
 
 STEPS = {
     "copy-up": {"link": Counter(n2=1, n1=1, n0=1)},
-    "aggregate-subs": {"local": Counter(n2=1), "pub": Counter(n2=1, n1=1, n0=1)},
+    "aggregate-subs": {"local": Counter(n2=1), "pub": Counter(n1=1, n0=1)},
     "observer-flood": {"from": Counter(n2=1), "at": Counter(n2=1, n1=1, n0=1)},
 }
 """The records entering each fragment for one event made at n2 and seen by an observer at n0.
 
 copy-up offers ``<content v>`` and delivers ``<at t x>`` through counts, not records
 (``_Offers``, :class:`feds.protocols.Deliveries`), and so does aggregate-subs for ``<at …>``.
+aggregate-subs makes no ``<pub n2 pat vs>`` at n2: its next-hop rule takes local matches from
+``<local …>`` (the seed's two rules composed); n1 and n0 get ``<pub …>`` from their inboxes.
 """
 
 

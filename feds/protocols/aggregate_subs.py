@@ -14,9 +14,14 @@ Schema (seed, with an inbox added to ``Sub``, and ``At`` kept as deliveries, not
   hop relabelled ``f``). The seed's ``<at inbox <pub f pat x>>`` with the record made where it
   lands: an inbox stands for one ``f`` and one ``pat``, so only the captures cross the link,
   and a node passing a match on neither decodes nor encodes its label, hop or pattern.
+* The two rules above are applied composed to local matches (a = f, and f ≠ t): each
+  ``<sub t pat inbox>`` with t ≠ f relays each local match ``vs`` of ``pat`` as
+  ``<at inbox vs>``, and ``<pub f pat vs>`` is never made. Nothing else in ``f`` reads it (a
+  local observer takes local matches from ``<local pat>``; an inbox makes only ``<pub b …>``
+  for its neighbour b ≠ f), so every rule and observer receives what it did, one step earlier,
+  assertions and messages alike (``docs/protocols.md``, "Local matches, composed").
 * A local observer ``<local <Observe pat e>>`` asserts ``<sub f pat f>`` and receives each
-  ``<pub _ pat x>`` as ``x`` (its own fragment's matches straight from ``<local pat>``, the same
-  ``x`` as ``<pub f pat x>`` but not stopped and restarted with the rule that makes those).
+  ``<pub _ pat x>`` as ``x``, and its own fragment's matches straight from ``<local pat>``.
 * Every fragment delivers ``<at t x>`` as ``x`` at ``t`` (deduplicating before the network): here
   through the fragment's :class:`~feds.protocols.Deliveries`, without the record.
 
@@ -40,7 +45,7 @@ from feds.actor import Facet, Ref, Turn
 from feds.dataspace import OBSERVE
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import Deliveries, Protocol, Sink, deliver
-from feds.reactive import during, relay, relay_object
+from feds.reactive import during, relay_object
 from feds.values import Record, Symbol, Value
 
 if TYPE_CHECKING:
@@ -64,25 +69,19 @@ class AggregateSubs(Protocol):
 
         def local_observer(t: Turn, pat: Value, e: Ref) -> None:
             t.publish(f, Record(SUB, (f, pat, f)))
-            # Local matches straight from <local …>, not from this fragment's <pub f pat _>:
-            # those belong to publish_local's facet, which a subscription from elsewhere that
-            # goes just before this one comes stops and restarts (a -/+ pair here). One count
-            # per observation keeps a match held both here and elsewhere one assertion.
+            # One count per observation: a match held both here and elsewhere is one assertion.
             sink = Deliveries(t.facet)
             deliver(t, f, rec_group(LOCAL, [pat]), sink, lambda vs: (e, vs))
-            remote = rec_group(PUB, [bind(), lit(pat), bind()])
-            deliver(t, f, remote, sink, lambda c: None if c[0] == f else (e, c[1]))
+            remote = rec_group(PUB, [DISCARD, lit(pat), bind()])
+            deliver(t, f, remote, sink, lambda c: (e, c[0]))
 
         during(turn, f, rec_group(LOCAL, [rec_group(OBSERVE, [bind(), bind()])]), local_observer)
-
-        def publish_local(t: Turn, pat: Value) -> None:
-            relay(t, f, rec_group(LOCAL, [pat]), lambda vs: (f, Record(PUB, (f, pat, vs))))
-
-        during(turn, f, rec_group(SUB, [DISCARD, bind(), DISCARD]), publish_local)
 
         def next_hop(t: Turn, hop: Ref, pat: Value, inbox: Ref) -> None:
             if hop == f:
                 return
+            # The seed's <pub f pat vs> for local matches, composed with this rule (a = f ≠ t).
+            deliver(t, f, rec_group(LOCAL, [pat]), at, lambda vs: (inbox, vs))
             deliver(
                 t,
                 f,
