@@ -23,7 +23,7 @@ pytest.importorskip("pyarrow")
 
 import feds.spark
 from feds.blocking import BlockingClient
-from feds.client import connect
+from feds.client import FedsError, connect
 from feds.runtime import Overlay, run_overlay
 from feds.topology import load
 from feds.values import FrozenDict, record
@@ -118,6 +118,45 @@ def write(df: Any, publication: str, save: str = "append", **options: str) -> No
     writer.save()
 
 
+def snapshot(
+    watcher: BlockingClient, leaf: Any, overlay: Overlay, pattern: str, count: int, before: str
+) -> list[tuple]:
+    """``watcher.query(pattern)`` for a publication the leaf has just committed (``before`` says
+    how that went), expected to hold ``count`` rows. Short of them, fail saying which stage was
+    not reached: the query's sync (slow: it times out), or the rows' arrival (they come after
+    the sync answered, or never: a fault of the overlay, not slowness)."""
+    began = time.monotonic()
+    try:
+        rows = watcher.query(pattern, timeout=DEADLINE)
+    except FedsError as exc:
+        raise AssertionError(
+            f"{before}; the leaf holds the rows; the watcher's query of {pattern} did not get "
+            f"its sync answered (the overlay is slow or hung): {exc}"
+        ) from None
+    queried = f"{before}; the watcher's query took {time.monotonic() - began:.1f} s"
+    if len(rows) == count:
+        return rows
+    # Short: do the rows come later (the sync answered before they had arrived), or never?
+    state = f"leaf connected: {leaf.connected}, unlinked nodes: {overlay.unlinked()}"
+    seen: set[tuple] = set()
+    began = time.monotonic()
+    with watcher.observe(pattern) as observation:
+        while len(seen) < count and time.monotonic() - began < DEADLINE:
+            event = observation.next(1.0)
+            if event is not None and event.kind == "+":
+                seen.add(event.captures)
+    after = f"an observer after it saw {len(seen)} within {time.monotonic() - began:.1f} s"
+    verdict = (
+        "the sync answered before the rows had arrived"
+        if len(seen) == count
+        else "rows lost on the way, or the overlay stalled"
+    )
+    raise AssertionError(
+        f"{queried} and got {len(rows)} of the {count} rows the leaf holds ({state}); {after}: "
+        f"{verdict}"
+    )
+
+
 # -- writing --------------------------------------------------------------------------------------
 
 
@@ -144,7 +183,9 @@ def test_overwrite_replaces_the_publication_without_a_glitch(
     assert Counter(leaf.published("ow")) == Counter(record("ow", i) for i in range(500, 1500))
 
 
-def test_a_retried_task_is_published_exactly_once(spark: Any, leaf: Any, watcher: Any) -> None:
+def test_a_retried_task_is_published_exactly_once(
+    spark: Any, leaf: Any, watcher: Any, overlay: Overlay
+) -> None:
     from pyspark.sql.functions import udf
 
     def fail_first_attempt(i: int) -> int:
@@ -158,10 +199,19 @@ def test_a_retried_task_is_published_exactly_once(spark: Any, leaf: Any, watcher
 
     once = udf(fail_first_attempt, "long", useArrow=False)
     df = spark.range(0, 6000, 1, 2).select(once("id").alias("id"))
+    began = time.monotonic()
     write(df, "retried")
-    rows = watcher.query("<retried $id>", timeout=DEADLINE)
-    assert len(rows) == 6000 and set(rows) == {(i,) for i in range(6000)}
-    assert leaf.staged_rows() == 0
+    saved = f"save() returned after {time.monotonic() - began:.1f} s"
+    # the commit: the successful attempts' rows, each once, and nothing left staged
+    published = Counter(leaf.published("retried"))
+    assert published == Counter(record("retried", i) for i in range(6000)), (
+        f"{saved}, but the leaf's commit shows {published.total()} rows ({len(published)} "
+        "distinct), not each of the 6,000 once"
+    )
+    assert leaf.staged_rows() == 0, f"{saved}; rows are left staged"
+    # the overlay: a snapshot query from the other subtree sees every row
+    rows = snapshot(watcher, leaf, overlay, "<retried $id>", 6000, saved)
+    assert set(rows) == {(i,) for i in range(6000)}
 
 
 def test_a_failing_job_publishes_nothing(spark: Any, leaf: Any, watcher: Any) -> None:
