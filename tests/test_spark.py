@@ -145,6 +145,7 @@ def snapshot(
             event = observation.next(1.0)
             if event is not None and event.kind == "+":
                 seen.add(event.captures)
+        path = path_figures(leaf, overlay)  # while the observer's matches are on their way
     after = f"an observer after it saw {len(seen)} within {time.monotonic() - began:.1f} s"
     verdict = (
         "the sync answered before the rows had arrived"
@@ -153,8 +154,27 @@ def snapshot(
     )
     raise AssertionError(
         f"{queried} and got {len(rows)} of the {count} rows the leaf holds ({state}); {after}: "
-        f"{verdict}"
+        f"{verdict}. Along the path (fragment assertions, late events dropped): {path}"
     )
+
+
+def path_figures(leaf: Any, overlay: Overlay) -> str:
+    """Each node's fragment assertions and the events its links dropped as late, from the leaf
+    to the watcher's b1 (read from this thread: best effort, for a failure message)."""
+
+    async def leaf_status() -> dict:
+        return leaf.runtime.status()
+
+    figures = []
+    for name in ("leaf", "a1", "a", "top", "b", "b1"):
+        try:
+            status = leaf.call(leaf_status) if name == "leaf" else overlay.runtimes[name].status()
+        except RuntimeError as exc:  # changed meanwhile by the overlay's thread
+            figures.append(f"{name} ?: {exc}")
+            continue
+        late = sum(link["late_events_in"] for link in status["links"])
+        figures.append(f"{name} {status['fragment-assertions']}/{late}")
+    return ", ".join(figures)
 
 
 # -- writing --------------------------------------------------------------------------------------
