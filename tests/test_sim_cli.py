@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -122,3 +123,12 @@ def test_workload_errors_name_the_key() -> None:
         WorkloadSpec(messages=1.5)
     with pytest.raises(WorkloadError, match="events must be an integer"):
         WorkloadSpec(events=1.5)  # type: ignore[arg-type]
+
+
+def test_a_run_leaves_the_feds_log_level_as_it_found_it() -> None:
+    """Called in-process (as here), a quiet run used to leave the ``feds`` logger at CRITICAL:
+    every later test in the process lost its feds warnings (a Spark test's lost uplink)."""
+    log = logging.getLogger("feds")
+    before = log.level
+    assert main(["simulate", "--generate", "chain:n=2", "--protocol", "copy-up", *SMALL]) == 0
+    assert log.level == before

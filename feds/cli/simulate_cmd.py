@@ -238,7 +238,20 @@ def run(args: argparse.Namespace) -> int:
     except (_Usage, ValueError) as e:
         print(f"feds simulate: {e}", file=sys.stderr)
         return EXIT_USAGE
-    logging.getLogger("feds").setLevel(logging.WARNING if args.verbose else logging.CRITICAL)
+    # Quiet while it runs, and only then: called in-process (by the tests), a level left set
+    # would hide every later feds warning (a lost uplink, a keep-alive cut) in that process.
+    log = logging.getLogger("feds")
+    level = log.level
+    log.setLevel(logging.WARNING if args.verbose else logging.CRITICAL)
+    try:
+        return _simulate(args, topology, label, spec, link)
+    finally:
+        log.setLevel(level)
+
+
+def _simulate(
+    args: argparse.Namespace, topology: Topology, label: str, spec: WorkloadSpec, link: LinkParams
+) -> int:
     protocols = list(protocol_names()) if args.protocol == "all" else [args.protocol]
     show = sys.stderr.isatty() if args.progress is None else args.progress
     results: list[SimResult] = []
