@@ -54,6 +54,18 @@ def test_a_leaf_listens_beyond_loopback_only_where_the_network_is_trusted() -> N
         assert task.ask(Record(ABORT, ("job", None))) == (0,)
 
 
+def test_a_task_staging_after_its_job_aborted_is_told_why() -> None:
+    with (
+        Leaf("127.0.0.1:1", "aggregate-subs", name="lonely") as leaf,
+        LeafConnection(leaf.stage_address) as task,
+    ):
+        assert task.ask(Record(ABORT, ("job", None))) == (0,)
+        late = pytest.raises(LeafError, match="job job has aborted: the rows of its partition 2")
+        with late:
+            task.stage(("job", None, 2, 1), [(record("t", 1), None, None)])
+        assert leaf.staged_rows() == 0
+
+
 def test_a_leaf_that_cannot_listen_raises_the_reason_itself() -> None:
     with pytest.raises(OSError):  # not an exception group from the leaf's thread
         Leaf(

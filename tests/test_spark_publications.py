@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import feds.spark.publications
 from feds.spark.publications import (
     ASSERT,
     MESSAGE,
@@ -59,6 +60,32 @@ def test_a_replayed_batch_changes_nothing() -> None:
     staged(pubs, "q", 0, {(0, 0): [1]})
     replay = pubs.commit("p", ASSERT, "q", 0, [(0, 0)], overwrite=False)
     assert replay.replayed and replay.adds == [] and pubs.staged == {}
+
+
+def test_a_batch_job_that_finished_refuses_late_attempts() -> None:
+    """A straggling or speculative attempt that stages after its batch job committed (or
+    aborted) is refused: nothing would ever take its rows out of the leaf again."""
+    pubs = Publications()
+    staged(pubs, "j", None, {(0, 0): [1]})
+    pubs.commit("p", ASSERT, "j", None, [(0, 0)], overwrite=False)
+    with pytest.raises(PublicationError, match="job j has committed: the rows of its partition 0"):
+        staged(pubs, "j", None, {(0, 1): [1]})
+    pubs.abort("k", None)
+    with pytest.raises(PublicationError, match="job k has aborted"):
+        staged(pubs, "k", None, {(1, 0): [2]})
+    assert pubs.staged == {} and pubs.by_name["p"].shown() == [record("r", 1)]
+    staged(pubs, "other", None, {(0, 0): [3]})  # other jobs stage as before
+    assert list(pubs.staged) == [("other", None, 0, 0)]
+
+
+def test_the_finished_jobs_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feds.spark.publications, "FINISHED_REMEMBERED", 3)
+    pubs = Publications()
+    for job in "abcd":
+        pubs.abort(job, None)
+    assert list(pubs.finished) == ["b", "c", "d"]
+    staged(pubs, "a", None, {(0, 0): [1]})  # forgotten: accepted again
+    assert list(pubs.staged) == [("a", None, 0, 0)]
 
 
 def test_a_publication_keeps_its_mode() -> None:

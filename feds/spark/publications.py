@@ -19,6 +19,12 @@ Modes:
 
 A commit with a streaming batch id at or below the publication's high-water mark is a replay
 (after a restart) and changes nothing.
+
+A batch job (no streaming batch id: its id is new for every write) that has committed or
+aborted stages nothing more: a task attempt that stages after that (a speculative copy or a
+straggler Spark gave up on) is refused, or its rows would stay staged for the leaf's lifetime.
+A streaming query's batches may be run again after a commit (a restart replays them), so
+those are always accepted.
 """
 
 from __future__ import annotations
@@ -38,8 +44,13 @@ Attempt = tuple[str, int | None, int, int]
 """(job, batch, partition, attempt): what a task staged its rows under."""
 
 
+FINISHED_REMEMBERED = 4096
+"""How many committed or aborted batch jobs a leaf remembers, to refuse their late attempts."""
+
+
 class PublicationError(ValueError):
-    """A commit that cannot be applied (for example a change of mode)."""
+    """A commit that cannot be applied (for example a change of mode), or rows staged for a
+    batch job that has already committed or aborted."""
 
 
 @dataclass
@@ -75,12 +86,30 @@ class Publications:
     def __init__(self) -> None:
         self.by_name: dict[str, Publication] = {}
         self.staged: dict[Attempt, list[Entry]] = {}
+        self.finished: dict[str, str] = {}
+        """Batch jobs that committed or aborted → which, oldest first (at most
+        :data:`FINISHED_REMEMBERED`)."""
 
     # -- staging ----------------------------------------------------------------------------
 
     def stage(self, attempt: Attempt, entries: list[Entry]) -> None:
         """Keep ``entries`` for ``attempt`` (a retried attempt number stages afresh)."""
+        job, batch, partition, number = attempt
+        if batch is None and job in self.finished:
+            raise PublicationError(
+                f"job {job} has {self.finished[job]}: the rows of its partition {partition},"
+                f" attempt {number}, came too late and are not kept"
+            )
         self.staged.setdefault(attempt, []).extend(entries)
+
+    def _finish(self, job: str | None, batch: int | None, outcome: str) -> None:
+        """Remember that batch job ``job`` has committed or aborted (``outcome``)."""
+        if job is None or batch is not None:
+            return
+        self.finished.pop(job, None)
+        self.finished[job] = outcome
+        if len(self.finished) > FINISHED_REMEMBERED:
+            del self.finished[next(iter(self.finished))]
 
     def _attempts(self, job: str, batch: int | None) -> list[Attempt]:
         return [a for a in self.staged if a[0] == job and a[1] == batch]
@@ -96,6 +125,7 @@ class Publications:
 
     def abort(self, job: str, batch: int | None) -> int:
         """Drop everything staged for ``(job, batch)``; returns how many entries went."""
+        self._finish(job, batch, "aborted")
         return sum(len(self.staged.pop(a)) for a in self._attempts(job, batch))
 
     # -- commit -----------------------------------------------------------------------------
@@ -114,6 +144,7 @@ class Publications:
         if mode not in MODES:
             raise PublicationError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
         entries = [] if job is None else self._take(job, batch, set(attempts))
+        self._finish(job, batch, "committed")
         publication = self.by_name.get(name)
         if publication is None:
             publication = self.by_name[name] = Publication(name, mode)
