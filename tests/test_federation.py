@@ -155,6 +155,8 @@ HISTORY_PATTERNS = [
 EXAMPLES = int(os.environ.get("FEDS_PROPERTY_EXAMPLES", "0"))
 """Examples per protocol and shape for a long run (random ones); 0 (the default): the fast
 suite's fixed, derandomised examples."""
+if EXAMPLES:  # a long run takes as long as it takes (the suite's per-test limit is for hangs)
+    pytestmark = pytest.mark.timeout(0)
 LONG_RUN_BUDGET = 10 * BUDGET
 """States a long run's check may visit for a history left undecided at :data:`BUDGET`: the
 undecided histories of the 200-example runs so far were explained within 500,000 (40-70 s
