@@ -69,10 +69,15 @@ def test_batch_write_is_seen_at_another_leaf(
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+def wait_for(
+    predicate: Callable[[], bool], what: str, timeout: float = DEADLINE, query: Any = None
+) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds, or at once with its
+    error if the streaming ``query`` it waits on has failed."""
     deadline = time.monotonic() + timeout
     while not predicate():
+        if query is not None and (error := query.exception()) is not None:
+            raise AssertionError(f"the streaming query failed while waiting for {what}: {error}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
@@ -410,9 +415,9 @@ def test_streaming_read_numbers_the_events(spark: Any, leaf: Any, watcher: Any) 
     try:
         keys = watcher.publish_many([record("sensor", i, i / 2) for i in range(5)])
         seen = lambda: spark.table("sensor_events").collect()  # noqa: E731
-        wait_for(lambda: len(seen()) >= 5, "five + events")
+        wait_for(lambda: len(seen()) >= 5, "five + events", query=query)
         watcher.retract(keys[0])
-        wait_for(lambda: len(seen()) >= 6, "the - event")
+        wait_for(lambda: len(seen()) >= 6, "the - event", query=query)
     finally:
         query.stop()
     rows = sorted(tuple(r) for r in seen())
