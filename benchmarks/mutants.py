@@ -213,6 +213,13 @@ MUTANTS = [
         "a local flush ends after one round even if that round brought new work",
     ),
     Mutant(
+        "sync-no-flush",
+        "feds/node.py",
+        "        turn.sync(self.fragment, check)\n",
+        "        then(turn)\n",
+        "a local flush runs its continuation at once, without syncing the node's actor",
+    ),
+    Mutant(
         "sync-relay-answers-early",
         "feds/node.py",
         "            self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))\n",
