@@ -263,7 +263,8 @@ def run(mutant: Mutant, python: str) -> tuple[str, float, str]:
         lines = (done.stdout + done.stderr).strip().splitlines()
         if done.returncode == 0:
             return "survived", seconds, "\n".join(lines[-3:])
-        failed = [line.split(" - ")[0] for line in lines if line.startswith(("FAILED", "ERROR"))]
+        summary = ("FAILED ", "ERROR tests/")  # not a captured log line ("ERROR    feds.…")
+        failed = [line.split(" - ")[0] for line in lines if line.startswith(summary)]
         return "killed", seconds, (failed or lines[-1:])[0]
 
 
