@@ -20,7 +20,7 @@ import trio
 from feds import client, topology
 from feds.actor import Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
 from feds.dataspace import OBSERVE, Dataspace, observe
-from feds.pattern_forms import bind, lit, rec_group
+from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
 from feds.runtime import run_overlay
 from feds.values import Record, Symbol, Value, exact_key, record
@@ -402,6 +402,33 @@ def test_an_observer_found_in_an_observe_at_the_same_node_can_be_reached(protoco
     expected = check(greeted, protocol, [], wire=False)
     hello = record("hello")
     assert expected["o"] == [("+", hello), ("+", (1,)), ("-", (1,)), ("-", hello)]
+
+
+# -- interest in interest: an observer of Observes sees another node's Observe once ----------
+
+
+def observes_elsewhere(world: World) -> None:
+    meta, far = world.client(1), world.client(2)
+    meta.turn(meta.observe(1, rec_group(OBSERVE, [bind(), DISCARD]), "meta"))
+    world.settle()
+    far.turn(far.observe(2, ANY_B, "o"))
+    far.turn(far.retract(2))
+
+
+@protocols
+@wires
+def test_an_observer_of_observes_sees_another_nodes_observe_come_and_go_once(
+    protocol: str, wire: bool
+) -> None:
+    """Interest in interest (``docs/protocols.md``): an observer of ``<Observe $pattern _>`` at
+    n1 sees an Observe made and withdrawn at n2 as one dataspace shows it, once. Each node
+    answers only with its own applications' Observes; one that also answered with the copies
+    flooded to it from elsewhere would show the pattern again after its withdrawal, as a copy's
+    answer from n0 comes back late (observer-flood's ``<from f pat>``, mutant
+    ``flood-answers-every-fragment``)."""
+    expected = check(observes_elsewhere, protocol, CHAIN3, wire)
+    seen = [kind for kind, (pattern,) in expected["meta"] if pattern == ANY_B]
+    assert seen == ["+", "-"]
 
 
 # -- values that Python takes for equal stay apart across the overlay (issue 9 item 5) ---------
