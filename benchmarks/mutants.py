@@ -3,9 +3,10 @@
 Each mutant is one small, deliberate bug in ``feds/protocols/*``, ``feds/node.py`` (federated
 sync, local access) or ``feds/dataspace.py`` — dropping a ≠ condition, not retracting on
 unobserve, delivering twice, answering a sync early, … For each, the script copies the worktree's
-``feds/`` and ``tests/`` to a temporary directory, applies the mutant there (the worktree is never
-touched), runs the fast tests that cover that code against the copy, and reports whether they
-failed (*killed*) or passed (*survived*). A mutant whose text no longer occurs in the source is
+``feds/``, ``tests/`` and the files the tests read (``topology/``, ``protocols/``) to a
+temporary directory, applies the mutant there (the worktree is never touched), runs the fast
+tests that cover that code against the copy, and reports whether they failed (*killed*) or
+passed (*survived*). A mutant whose text no longer occurs in the source is
 reported as *stale* (update its snippet). A mutant shown to be *equivalent* under the current
 design (its ``equivalent`` says why; ``docs/protocols.md`` has the argument) is still run: if it
 survives it is reported as *equivalent*, and if a change of design makes the tests kill it, as
