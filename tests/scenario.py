@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from feds.actor import Actor, Entity, Handle, Ref, Turn, TurnAction
 from feds.dataspace import observe
 from feds.patterns import match
-from feds.sim.history import BUDGET, Action, Checkpoint, Event, Instance, explain
+from feds.sim.history import (
+    BUDGET,
+    GAVE_UP,
+    Action,
+    Checkpoint,
+    Event,
+    Instance,
+    explain,
+    save,
+    undecided_dir,
+)
 from feds.sim.shuffle import ShuffledOverlay
 from feds.values import Value
 
@@ -200,11 +210,18 @@ class Scenario:
 
     def violations(self, budget: int = BUDGET) -> list[str]:
         """Every watcher whose history one dataspace cannot explain, with the reason (the
-        check visiting at most ``budget`` states for each)."""
+        check visiting at most ``budget`` states for each). A history the check gives up on
+        is saved at once (:func:`feds.sim.history.save`, under
+        :func:`feds.sim.history.undecided_dir`), its path in the reason: the same seed may
+        not give it again once the code has changed."""
         out = []
         for node, watchers in enumerate(self.watchers):
             for n, w in enumerate(watchers):
-                why = explain(w.history, self.instances[w], self.programs, self.checkpoints, budget)
+                case = (w.history, self.instances[w], self.programs, self.checkpoints)
+                why = explain(*case, budget)
+                if why is not None and why.startswith(GAVE_UP):
+                    path = save(undecided_dir(), *case, note=f"watcher {n}@n{node}: {why}")
+                    why += f"; saved: python -m feds.sim.history {path} --budget {10 * budget}"
                 if why is not None:
                     out.append(f"watcher {n}@n{node}: {why}")
         return out

@@ -7,8 +7,24 @@ different times) are accepted; each defect the property must find is rejected.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.sim.history import COUNTEREXAMPLE, GAVE_UP, Action, Checkpoint, Event, Instance, explain
+from feds.sim.history import (
+    COUNTEREXAMPLE,
+    GAVE_UP,
+    UNDECIDED_DIR,
+    Action,
+    Checkpoint,
+    Event,
+    Instance,
+    explain,
+    load,
+    main,
+    save,
+)
 from feds.values import Symbol, record
 
 A, B = Symbol("a"), Symbol("b")
@@ -234,6 +250,39 @@ def test_the_search_gives_up_past_its_budget_undecided() -> None:
     why = explain([(3, "+", ())], [only(pattern)], programs, quiet, budget=2)
     assert why is not None and why.startswith(f"{GAVE_UP} after 2 states, undecided")
     assert explain([(3, "+", ())], [only(pattern)], programs, quiet) is None
+
+
+def test_a_saved_history_reads_back_and_is_checked_again_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An undecided history saved as a readable literal reads back equal and gets the same
+    verdicts again: from :func:`explain` and from ``python -m feds.sim.history``."""
+    case = star_of_seed_13()
+    path = save(tmp_path, *case, note="watcher 0@n3: the check gave up\nsecond line")
+    assert path.suffix == ".py" and path.read_text().startswith("# watcher 0@n3")
+    assert load(path) == case
+    assert save(tmp_path, *case) == path  # the same history, the same file
+    why = explain(*load(path), budget=2)
+    assert why is not None and why.startswith(GAVE_UP)
+    assert why == explain(*case, budget=2)
+    assert main([str(path), "--budget", "2"]) == 3
+    assert main([str(path)]) == 0
+    lost = save(tmp_path, [e for e in case[0] if e[1:] != ("+", (1, 0))], *case[1:])
+    assert main([str(path), str(lost)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: explained" in out and f"{lost}: {COUNTEREXAMPLE}" in out
+    with pytest.raises(SystemExit) as help_exit:
+        main(["--help"])
+    assert help_exit.value.code == 0 and UNDECIDED_DIR in capsys.readouterr().out
+
+
+def test_a_saved_history_is_read_never_run(tmp_path: Path) -> None:
+    text = save(tmp_path, *star_of_seed_13()).read_text()
+    bad = tmp_path / "bad.py"
+    for line in ("history = __import__('os').getcwd()", "import os", "checkpoints = print(1)"):
+        bad.write_text(text + line + "\n")
+        with pytest.raises(ValueError, match="not"):
+            load(bad)
 
 
 def holds(time: int, *values: tuple) -> Action:
