@@ -27,8 +27,6 @@ from feds.sim.history import (
     Event,
     Instance,
     explain,
-    save,
-    undecided_dir,
 )
 from feds.sim.shuffle import ShuffledOverlay
 from feds.values import Value
@@ -211,17 +209,15 @@ class Scenario:
     def violations(self, budget: int = BUDGET) -> list[str]:
         """Every watcher whose history one dataspace cannot explain, with the reason (the
         check visiting at most ``budget`` states for each). A history the check gives up on
-        is saved at once (:func:`feds.sim.history.save`, under
-        :func:`feds.sim.history.undecided_dir`), its path in the reason: the same seed may
-        not give it again once the code has changed."""
+        is saved at once (:mod:`feds.sim.undecided`), its path in the reason: the same seed
+        may not give it again once the code has changed."""
         out = []
         for node, watchers in enumerate(self.watchers):
             for n, w in enumerate(watchers):
                 case = (w.history, self.instances[w], self.programs, self.checkpoints)
                 why = explain(*case, budget)
                 if why is not None and why.startswith(GAVE_UP):
-                    path = save(undecided_dir(), *case, note=f"watcher {n}@n{node}: {why}")
-                    why += f"; saved: python -m feds.sim.history {path} --budget {10 * budget}"
+                    why += f"; {_save(case, f'watcher {n}@n{node}: {why}', budget)}"
                 if why is not None:
                     out.append(f"watcher {n}@n{node}: {why}")
         return out
@@ -245,3 +241,15 @@ class Scenario:
                     }
                     count += any(source != node for source in sources)
         return count
+
+
+def _save(case: tuple, note: str, budget: int) -> str:
+    """Save an undecided history; what to say about it. Imported only then: the module's
+    constants would change hypothesis' examples (see :mod:`feds.sim.undecided`)."""
+    from feds.sim.undecided import folder, save
+
+    try:
+        path = save(folder(), *case, note=note)
+    except ValueError as error:
+        return f"not saved: {error}"
+    return f"saved: python -m feds.sim.undecided {path} --budget {10 * budget}"

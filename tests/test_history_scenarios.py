@@ -16,8 +16,9 @@ import pytest
 
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
-from feds.sim.history import GAVE_UP, UNDECIDED_DIR, explain, load
+from feds.sim.history import GAVE_UP, explain
 from feds.sim.shuffle import ShuffledOverlay
+from feds.sim.undecided import VARIABLE, load
 from feds.values import Symbol, record
 from tests.scenario import Scenario
 
@@ -108,9 +109,9 @@ def test_a_property_run_saves_a_history_the_check_gives_up_on_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``Scenario.violations`` (the property test's check) saves every history the check
-    gives up on under ``$FEDS_UNDECIDED_DIR`` and names the file in its report: re-loaded,
+    gives up on under ``$FEDS_UNDECIDED_HISTORIES`` and names the file in its report: re-loaded,
     it gets the same verdict, and a bigger budget decides it."""
-    monkeypatch.setenv(UNDECIDED_DIR, str(tmp_path / "undecided"))
+    monkeypatch.setenv(VARIABLE, str(tmp_path / "undecided"))
     scene = Scenario(ShuffledOverlay("copy-up", [0], random.Random(1)))
     c, s = scene.attach(0), scene.attach(1)
     scene.observe(c, scene.watchers[0][0], rec_group(B, [bind(), DISCARD]))

@@ -60,44 +60,22 @@ A history that cannot be explained gets a report naming the first event that not
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
 
-What the check was given can be written to a file as a readable Python literal (:func:`save`,
-:func:`dump`) and read back (:func:`load`): the property test saves every history it gives up
-on there and then (under :func:`undecided_dir`), and ``python -m feds.sim.history FILE
---budget N`` checks such a file again (:func:`main`).
+:mod:`feds.sim.undecided` writes what the check was given to a file and reads it back: the
+property test saves every history the check gives up on there and then, and ``python -m
+feds.sim.undecided FILE --budget N`` checks it again.
 """
 
 from __future__ import annotations
 
-import ast
 import bisect
-import hashlib
-import os
-import pickle
-import sys
-import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 from feds.patterns import match
-from feds.values import FrozenDict, Record, Symbol, Value
+from feds.values import Value
 
-__all__ = [
-    "COUNTEREXAMPLE",
-    "GAVE_UP",
-    "UNDECIDED_DIR",
-    "Action",
-    "Checkpoint",
-    "Event",
-    "Instance",
-    "dump",
-    "explain",
-    "load",
-    "save",
-    "undecided_dir",
-]
+__all__ = ["COUNTEREXAMPLE", "GAVE_UP", "Action", "Checkpoint", "Event", "Instance", "explain"]
 
 Event = tuple[int, str, tuple]
 """``(time, kind, captures)`` with kind ``"+"``, ``"-"`` or ``"!"``: one event ``E`` received."""
@@ -1239,162 +1217,3 @@ def _silent(before: Counter, after: Counter) -> bool:
     held_before = {c for c, n in before.items() if n > 0}
     held_after = {c for c, n in after.items() if n > 0}
     return held_before == held_after
-
-
-UNDECIDED_DIR = "FEDS_UNDECIDED_DIR"
-"""The environment variable naming where the property test saves the histories the check gives
-up on (:func:`undecided_dir`)."""
-_NAMES = ("history", "instances", "programs", "checkpoints")
-_CALLABLE = {
-    c.__name__: c for c in (Action, Checkpoint, Instance, Record, Symbol, FrozenDict, frozenset)
-}
-
-
-def undecided_dir() -> Path:
-    """Where to save undecided histories: ``$FEDS_UNDECIDED_DIR``, else ``feds-undecided`` in
-    the system's temporary directory."""
-    return Path(os.environ.get(UNDECIDED_DIR) or Path(tempfile.gettempdir(), "feds-undecided"))
-
-
-def dump(
-    history: list[Event],
-    instances: list[Instance],
-    programs: dict[object, list[Action]],
-    checkpoints: list[Checkpoint],
-    note: str = "",
-) -> str:
-    """What :func:`explain` is given, as Python source that :func:`load` reads back: four
-    assignments of literals (values as their ``repr``), ``note`` as comment lines above."""
-    lines = [f"# {line}".rstrip() for line in note.splitlines()]
-    lines += ["history = ["]
-    lines += [f"    {event!r}," for event in history]
-    lines += ["]", "instances = ["]
-    lines += [f"    {inst!r}," for inst in instances]
-    lines += ["]", "programs = {"]
-    for sender, program in programs.items():
-        lines += [f"    {sender!r}: ["]
-        lines += [f"        {action!r}," for action in program]
-        lines += ["    ],"]
-    lines += ["}", "checkpoints = ["]
-    lines += [f"    {cp!r}," for cp in checkpoints]
-    lines += ["]", ""]
-    return "\n".join(lines)
-
-
-def save(
-    directory: str | os.PathLike,
-    history: list[Event],
-    instances: list[Instance],
-    programs: dict[object, list[Action]],
-    checkpoints: list[Checkpoint],
-    note: str = "",
-) -> Path:
-    """Write what :func:`explain` is given to a new file in ``directory`` (made if missing)
-    and return its path: ``history-<digest>.py`` (:func:`dump`; the same history is one
-    file), or ``history-<digest>.pickle`` if a value's ``repr`` does not read back equal."""
-    case = (history, instances, programs, checkpoints)
-    text = dump(*case, note=note)
-    digest = hashlib.sha256(dump(*case).encode()).hexdigest()[:16]
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        exact = _parse(text) == case
-    except (ValueError, SyntaxError):
-        exact = False
-    if exact:
-        path = folder / f"history-{digest}.py"
-        path.write_text(text)
-    else:
-        path = folder / f"history-{digest}.pickle"
-        path.write_bytes(pickle.dumps(case))
-    return path
-
-
-def load(
-    path: str | os.PathLike,
-) -> tuple[list[Event], list[Instance], dict[object, list[Action]], list[Checkpoint]]:
-    """``(history, instances, programs, checkpoints)`` as :func:`save` wrote them. A ``.py``
-    file is read as literals and calls of the check's and the values' classes only, never
-    run; a ``.pickle`` file is unpickled (only load one you trust)."""
-    path = Path(path)
-    if path.suffix == ".pickle":
-        return pickle.loads(path.read_bytes())
-    return _parse(path.read_text())
-
-
-def _parse(text: str) -> tuple:
-    found: dict[str, object] = {}
-    for statement in ast.parse(text).body:
-        if not (
-            isinstance(statement, ast.Assign)
-            and len(statement.targets) == 1
-            and isinstance(statement.targets[0], ast.Name)
-            and statement.targets[0].id in _NAMES
-        ):
-            raise ValueError(f"line {statement.lineno}: not an assignment of {', '.join(_NAMES)}")
-        found[statement.targets[0].id] = _literal(statement.value)
-    missing = [name for name in _NAMES if name not in found]
-    if missing:
-        raise ValueError(f"missing: {', '.join(missing)}")
-    return tuple(found[name] for name in _NAMES)
-
-
-def _literal(node: ast.expr) -> object:
-    """The value of ``node``: literals, and calls of :data:`_CALLABLE` on literals."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = _literal(node.operand)
-        if isinstance(operand, int | float | complex) and not isinstance(operand, bool):
-            return -operand if isinstance(node.op, ast.USub) else operand
-    elif isinstance(node, ast.Tuple):
-        return tuple(_literal(e) for e in node.elts)
-    elif isinstance(node, ast.List):
-        return [_literal(e) for e in node.elts]
-    elif isinstance(node, ast.Set):
-        return {_literal(e) for e in node.elts}
-    elif isinstance(node, ast.Dict) and None not in node.keys:
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}  # type: ignore[arg-type]
-    elif (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _CALLABLE
-        and all(k.arg is not None for k in node.keywords)
-    ):
-        args = [_literal(a) for a in node.args]
-        kwargs = {k.arg: _literal(k.value) for k in node.keywords}
-        return _CALLABLE[node.func.id](*args, **kwargs)  # type: ignore[misc]
-    raise ValueError(f"line {node.lineno}: not a literal: {ast.unparse(node)[:60]}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m feds.sim.history FILE ... [--budget N]``: check saved histories again.
-    Exit status 0 if every one is explained, 1 if one is a counterexample, 3 if one is still
-    undecided (and none a counterexample)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m feds.sim.history",
-        description="Check again histories the property test saved when the check gave up "
-        f"on them (in ${UNDECIDED_DIR}, else {undecided_dir()}): explained, a counterexample, "
-        "or still undecided.",
-        epilog="Exit status: 0 all explained, 1 a counterexample, 3 one still undecided.",
-    )
-    parser.add_argument("files", metavar="FILE", nargs="+", help="a file save() wrote")
-    parser.add_argument(
-        "--budget", type=int, default=BUDGET, help=f"states to visit (default {BUDGET:,})"
-    )
-    args = parser.parse_args(argv)
-    status = 0
-    for name in args.files:
-        start = time.perf_counter()
-        why = explain(*load(name), budget=args.budget)
-        took = time.perf_counter() - start
-        print(f"{name}: {why or 'explained'} ({took:.2f} s)", flush=True)
-        if why is not None:
-            status = 1 if why.startswith(COUNTEREXAMPLE) or status == 1 else 3
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
