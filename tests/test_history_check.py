@@ -302,6 +302,26 @@ def test_the_work_per_state_is_bounded_too() -> None:
     assert "3000 silent ones (1 per state of its 3000)" in why
 
 
+def test_a_retraction_needs_an_observation_that_can_still_lose_it() -> None:
+    """``-(1,)`` at t=10 needs an observation that can lose ``(1,)``: the only one holds it
+    through s's ``<b 1 0>``, which s never retracts, and it is never withdrawn. The search
+    prunes on that as soon as the window on s has started (``_unlost``), before trying the
+    orders of t0's and t1's actions: a counterexample within 16 states (23 without the prune).
+    With the retraction made, the history is explained."""
+    pattern = rec_group(B, [bind(), DISCARD])
+    programs = {
+        "s": [holds(1, ("b", 1, 0))],
+        "t0": [holds(2, ("b", 2, 0)), drops(20, ("b", 2, 0))],
+        "t1": [holds(2, ("b", 2, 1)), drops(21, ("b", 2, 1))],
+    }
+    history = [(3, "+", (1,)), (3, "+", (2,)), (10, "-", (1,)), (30, "-", (2,))]
+    why = explain(history, [only(pattern, opener="s")], programs, [Checkpoint(5)], budget=16)
+    assert why is not None and why.startswith(COUNTEREXAMPLE), why
+    assert "nothing could produce -(1,) at t=10" in why
+    programs["s"].append(drops(9, ("b", 1, 0)))
+    assert explain(history, [only(pattern, opener="s")], programs, [Checkpoint(5)]) is None
+
+
 def test_a_saved_history_reads_back_and_is_checked_again_from_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

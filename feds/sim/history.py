@@ -444,6 +444,9 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
     blocked = _ungained(problem, state, spoken)
     if blocked is not None:
         return blocked
+    blocked = _unlost(problem, state, spoken)
+    if blocked is not None:
+        return blocked
     return _unsent(problem, state, spoken)
 
 
@@ -501,6 +504,65 @@ def _gains(
             always.intersection_update(held[x + 1])
         kept |= always
     return gains - kept
+
+
+def _unlost(problem: _Problem, state: _State, spoken: Counter) -> int | None:
+    """The timeline index of a ``-c`` event that no live instance can give ``E`` any more
+    from ``state``, if any (a necessary condition: pruning on it loses no explanation).
+
+    The mirror of :func:`_ungained`; ``spoken`` as there. ``E`` hears ``-c`` when an
+    instance's count of ``c`` goes from above 0 down to 0, or when it is withdrawn holding
+    ``c``: so an instance gives ``-c`` at time ``t`` only if it holds ``c`` then (now, or
+    after one of its pairs came to hold ``c``: a window not started starts at its lowest start
+    or later, a started one passes no more messages than ``E`` has yet to hear,
+    :func:`_reachable`), it was opened by ``t``, and either it was closed by ``t`` (a
+    withdrawal) or its count can go down to 0: not while one of its started windows holds
+    ``c`` wherever it can still go.
+    """
+    timeline = problem.timeline
+    counts = problem.counts
+    assert counts is not None
+    remaining = counts.messages[state.idx].copy()
+    remaining.subtract(spoken)
+    losers = []
+    for i, row in enumerate(state.pos):
+        if not state.dead[i]:
+            inst = problem.instances[i]
+            holdable, kept = _holdable(problem, state, i, row, remaining)
+            losers.append((inst.opened, inst.closed, holdable, holdable - kept))
+    for n in range(state.idx, len(timeline)):
+        entry = timeline[n]
+        if entry[0] != "e" or entry[2] != "-" or n in state.taken:
+            continue
+        time, c = entry[1], entry[3]
+        if not any(
+            opened <= time
+            and (c in droppable or (closed is not None and closed <= time and c in holdable))
+            for opened, closed, holdable, droppable in losers
+        ):
+            return n
+    return None
+
+
+def _holdable(
+    problem: _Problem, state: _State, i: int, row: tuple[int, ...], remaining: Counter
+) -> tuple[set[tuple], set[tuple]]:
+    """The captures vectors instance ``i`` (positions ``row``) holds now or may come to hold
+    from ``state``, and those it holds wherever its started windows can still go, when ``E``
+    has ``remaining`` messages yet to hear (see :func:`_unlost`)."""
+    holdable = {c for c, n in _view(problem, i, row).items() if n > 0}
+    kept: set[tuple] = set()
+    for k, (pair, p) in enumerate(zip(problem.pairs[i], row, strict=True)):
+        if p < 0:
+            holdable.update(pair.implies[state.floors[_flat(problem, i, k)]])
+            continue
+        held = pair.held
+        always = set(held[p])
+        for x in range(p, _reachable(pair, p, remaining)):
+            holdable.update(held[x + 1])
+            always.intersection_update(held[x + 1])
+        kept |= always
+    return holdable, kept
 
 
 def _reachable(pair: _Pair, p: int, remaining: Counter) -> int:
