@@ -55,7 +55,11 @@ open at a quiet point owes ``E`` every message its started windows have yet to p
 as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`). A ``+c``
 needs an instance that can still gain ``c``: a window passes no more messages than ``E`` has
 yet to hear, and one that holds ``c`` wherever it can go keeps its instance holding ``c``
-until withdrawn (:func:`_ungained`).
+until withdrawn (:func:`_ungained`); a ``-c`` needs one that can still lose it: one that
+holds ``c`` (or may come to) and is withdrawn by then or keeps ``c`` in no started window
+wherever it can go (:func:`_unlost`). Expanding a state builds silent states (closures,
+catch-ups); they count too, :data:`WORK_PER_STATE` per state of the budget, so that the
+budget bounds time.
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
