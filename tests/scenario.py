@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from feds.actor import Actor, Entity, Handle, Ref, Turn, TurnAction
 from feds.dataspace import observe
 from feds.patterns import match
-from feds.sim.history import BUDGET, Action, Checkpoint, Event, Instance, explain
+from feds.sim.history import (
+    BUDGET,
+    GAVE_UP,
+    Action,
+    Checkpoint,
+    Event,
+    Instance,
+    explain,
+)
 from feds.sim.shuffle import ShuffledOverlay
 from feds.values import Value
 
@@ -200,11 +208,16 @@ class Scenario:
 
     def violations(self, budget: int = BUDGET) -> list[str]:
         """Every watcher whose history one dataspace cannot explain, with the reason (the
-        check visiting at most ``budget`` states for each)."""
+        check visiting at most ``budget`` states for each). A history the check gives up on
+        is saved at once (:mod:`feds.sim.undecided`), its path in the reason: the same seed
+        may not give it again once the code has changed."""
         out = []
         for node, watchers in enumerate(self.watchers):
             for n, w in enumerate(watchers):
-                why = explain(w.history, self.instances[w], self.programs, self.checkpoints, budget)
+                case = (w.history, self.instances[w], self.programs, self.checkpoints)
+                why = explain(*case, budget)
+                if why is not None and why.startswith(GAVE_UP):
+                    why += f"; {_save(case, f'watcher {n}@n{node}: {why}', budget)}"
                 if why is not None:
                     out.append(f"watcher {n}@n{node}: {why}")
         return out
@@ -228,3 +241,15 @@ class Scenario:
                     }
                     count += any(source != node for source in sources)
         return count
+
+
+def _save(case: tuple, note: str, budget: int) -> str:
+    """Save an undecided history; what to say about it. Imported only then: the module's
+    constants would change hypothesis' examples (see :mod:`feds.sim.undecided`)."""
+    from feds.sim.undecided import folder, save
+
+    try:
+        path = save(folder(), *case, note=note)
+    except ValueError as error:
+        return f"not saved: {error}"
+    return f"saved: python -m feds.sim.undecided {path} --budget {10 * budget}"

@@ -10,12 +10,15 @@ down on a hand-made history in ``tests/test_history_check.py``.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
+from feds.sim.history import GAVE_UP, explain
 from feds.sim.shuffle import ShuffledOverlay
+from feds.sim.undecided import VARIABLE, load
 from feds.values import Symbol, record
 from tests.scenario import Scenario
 
@@ -100,3 +103,30 @@ def test_a_local_observer_replacing_a_remote_subscription_sees_no_flicker() -> N
         scene.overlay.run(seed % 3 * 3)
         scene.observe(s, scene.watchers[1][0], pattern)
         assert not violations(scene), seed
+
+
+def test_a_property_run_saves_a_history_the_check_gives_up_on_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Scenario.violations`` (the property test's check) saves every history the check
+    gives up on under ``$FEDS_UNDECIDED_HISTORIES`` and names the file in its report: re-loaded,
+    it gets the same verdict, and a bigger budget decides it."""
+    monkeypatch.setenv(VARIABLE, str(tmp_path / "undecided"))
+    scene = Scenario(ShuffledOverlay("copy-up", [0], random.Random(1)))
+    c, s = scene.attach(0), scene.attach(1)
+    scene.observe(c, scene.watchers[0][0], rec_group(B, [bind(), DISCARD]))
+    scene.assert_(s, record("b", 1, 2))
+    scene.send(s, record("b", 2, 2))
+    scene.settle()
+    for client in list(scene.clients):
+        scene.leave(client)
+    scene.settle()
+    assert scene.violations() == []
+    problems = scene.violations(budget=1)
+    assert problems and all(GAVE_UP in p for p in problems), problems
+    for problem in problems:
+        why, command = problem.split(": ", 1)[1].split("; saved: ")
+        path = Path(command.split()[3])
+        assert path.parent == tmp_path / "undecided" and command.endswith(f"{path} --budget 10")
+        assert explain(*load(path), budget=1) == why
+        assert explain(*load(path)) is None

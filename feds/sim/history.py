@@ -55,10 +55,18 @@ open at a quiet point owes ``E`` every message its started windows have yet to p
 as many ``!`` as ``E`` hears by then, each in its sender's order (:func:`_owed`). A ``+c``
 needs an instance that can still gain ``c``: a window passes no more messages than ``E`` has
 yet to hear, and one that holds ``c`` wherever it can go keeps its instance holding ``c``
-until withdrawn (:func:`_ungained`).
+until withdrawn (:func:`_ungained`); a ``-c`` needs one that can still lose it: one that
+holds ``c`` (or may come to) and is withdrawn by then or keeps ``c`` in no started window
+wherever it can go (:func:`_unlost`). Expanding a state builds silent states (closures,
+catch-ups); they count too, :data:`WORK_PER_STATE` per state of the budget, so that the
+budget bounds time.
 A history that cannot be explained gets a report naming the first event that nothing could
 produce; a search that runs out of its budget of states (:data:`BUDGET` unless told) says so
 (:data:`GAVE_UP`): undecided, no counterexample.
+
+:mod:`feds.sim.undecided` writes what the check was given to a file and reads it back: the
+property test saves every history the check gives up on there and then, and ``python -m
+feds.sim.undecided FILE --budget N`` checks it again.
 """
 
 from __future__ import annotations
@@ -82,6 +90,17 @@ BUDGET = 50_000
 per case (``FEDS_PROPERTY_EXAMPLES=100``); 20,000 explained it. Only hard histories come near
 it: none of the fast suite's examples does. A long run checks a history undecided at this
 budget again with a bigger one (``tests/test_federation.py``)."""
+WORK_PER_STATE = 64
+"""Silent states (:func:`_silent_closure`, :func:`_catch_up_with`) the search may build per
+state of its budget, in all, before it gives up. What expanding one state costs is not bounded
+by the history's size: a closure over the silent positions of a few senders' windows can hold
+a thousand states, and a state tries one per instance and speaking pair (a history of 22
+events, five observations and six senders built 700,000 of them for its first 371 states, in a
+minute). So a budget of states alone does not bound time; with this it does. A search stopped
+by it gives up like one out of states (undecided: no verdict is made up). Decided histories
+need far fewer: of 440 random ones decided at a budget of 3,000 states, 438 built under 64
+per state of it (two up to 137); the hardest property-test history seen needed 35 per state
+of 50,000."""
 GAVE_UP = "the check gave up"
 """How a report of :func:`explain` starts when the search ran out of its budget: that is
 no counterexample, only an undecided history."""
@@ -181,6 +200,10 @@ class _Problem:
     best: int = 0
     budget: int = BUDGET
     """States the search may visit before it gives up."""
+    work: int = 0
+    """Silent states built so far (:func:`_silent_closure`, :func:`_catch_up_with`)."""
+    work_budget: int = BUDGET * WORK_PER_STATE
+    """Silent states the search may build before it gives up."""
 
 
 def explain(
@@ -189,10 +212,12 @@ def explain(
     programs: dict[object, list[Action]],
     checkpoints: list[Checkpoint],
     budget: int = BUDGET,
+    work_per_state: int = WORK_PER_STATE,
 ) -> str | None:
     """None if one dataspace explains ``history`` (see the module docstring), else why not:
     a report starting with :data:`COUNTEREXAMPLE`, or with :data:`GAVE_UP` if undecided after
-    visiting ``budget`` states."""
+    visiting ``budget`` states, or building ``work_per_state`` silent states per state of
+    ``budget`` (:data:`WORK_PER_STATE`)."""
     senders = list(programs)
     times = [[a.time for a in programs[s]] for s in senders]
     timeline = [("e", t, kind, c) for t, kind, c in history]
@@ -212,6 +237,7 @@ def explain(
         [tuple(n for n, q in enumerate(row) if p.touches & q.touches) for p in row] for row in pairs
     ]
     problem = _Problem(timeline, instances, pairs, times, senders, produces, linked, budget=budget)
+    problem.work_budget = budget * work_per_state
     problem.counts = _counts(problem)
     start = _State(
         0,
@@ -226,6 +252,12 @@ def explain(
         if _search(problem, start):
             return None
     except _GaveUp:
+        if problem.work > problem.work_budget:
+            return (
+                f"{GAVE_UP} after {len(problem.visited)} states and {problem.work_budget} silent"
+                f" ones ({work_per_state} per state of its {budget}), undecided"
+                f" (stuck at {_where(problem)})"
+            )
         return f"{GAVE_UP} after {budget} states, undecided (stuck at {_where(problem)})"
     return f"{COUNTEREXAMPLE}: nothing could produce {_where(problem)}"
 
@@ -416,6 +448,9 @@ def _hopeless(problem: _Problem, state: _State) -> int | None:
     blocked = _ungained(problem, state, spoken)
     if blocked is not None:
         return blocked
+    blocked = _unlost(problem, state, spoken)
+    if blocked is not None:
+        return blocked
     return _unsent(problem, state, spoken)
 
 
@@ -473,6 +508,65 @@ def _gains(
             always.intersection_update(held[x + 1])
         kept |= always
     return gains - kept
+
+
+def _unlost(problem: _Problem, state: _State, spoken: Counter) -> int | None:
+    """The timeline index of a ``-c`` event that no live instance can give ``E`` any more
+    from ``state``, if any (a necessary condition: pruning on it loses no explanation).
+
+    The mirror of :func:`_ungained`; ``spoken`` as there. ``E`` hears ``-c`` when an
+    instance's count of ``c`` goes from above 0 down to 0, or when it is withdrawn holding
+    ``c``: so an instance gives ``-c`` at time ``t`` only if it holds ``c`` then (now, or
+    after one of its pairs came to hold ``c``: a window not started starts at its lowest start
+    or later, a started one passes no more messages than ``E`` has yet to hear,
+    :func:`_reachable`), it was opened by ``t``, and either it was closed by ``t`` (a
+    withdrawal) or its count can go down to 0: not while one of its started windows holds
+    ``c`` wherever it can still go.
+    """
+    timeline = problem.timeline
+    counts = problem.counts
+    assert counts is not None
+    remaining = counts.messages[state.idx].copy()
+    remaining.subtract(spoken)
+    losers = []
+    for i, row in enumerate(state.pos):
+        if not state.dead[i]:
+            inst = problem.instances[i]
+            holdable, kept = _holdable(problem, state, i, row, remaining)
+            losers.append((inst.opened, inst.closed, holdable, holdable - kept))
+    for n in range(state.idx, len(timeline)):
+        entry = timeline[n]
+        if entry[0] != "e" or entry[2] != "-" or n in state.taken:
+            continue
+        time, c = entry[1], entry[3]
+        if not any(
+            opened <= time
+            and (c in droppable or (closed is not None and closed <= time and c in holdable))
+            for opened, closed, holdable, droppable in losers
+        ):
+            return n
+    return None
+
+
+def _holdable(
+    problem: _Problem, state: _State, i: int, row: tuple[int, ...], remaining: Counter
+) -> tuple[set[tuple], set[tuple]]:
+    """The captures vectors instance ``i`` (positions ``row``) holds now or may come to hold
+    from ``state``, and those it holds wherever its started windows can still go, when ``E``
+    has ``remaining`` messages yet to hear (see :func:`_unlost`)."""
+    holdable = {c for c, n in _view(problem, i, row).items() if n > 0}
+    kept: set[tuple] = set()
+    for k, (pair, p) in enumerate(zip(problem.pairs[i], row, strict=True)):
+        if p < 0:
+            holdable.update(pair.implies[state.floors[_flat(problem, i, k)]])
+            continue
+        held = pair.held
+        always = set(held[p])
+        for x in range(p, _reachable(pair, p, remaining)):
+            holdable.update(held[x + 1])
+            always.intersection_update(held[x + 1])
+        kept |= always
+    return holdable, kept
 
 
 def _reachable(pair: _Pair, p: int, remaining: Counter) -> int:
@@ -777,6 +871,13 @@ class _GaveUp(Exception):
     pass
 
 
+def _spend(problem: _Problem) -> None:
+    """Count one silent state built; give up past :attr:`_Problem.work_budget`."""
+    problem.work += 1
+    if problem.work > problem.work_budget:
+        raise _GaveUp
+
+
 def _view(problem: _Problem, i: int, pos: tuple[int, ...]) -> Counter:
     """What instance ``i`` holds at positions ``pos`` (per captures vector, its count), read
     only: the same positions recur in many states, so each is summed once."""
@@ -901,8 +1002,7 @@ def _silent_closure(
             candidates += _moves(problem, current, previous, now, (), withdraw=True)
         for events, after, _counted in candidates:
             if not events and after not in seen:
-                if len(seen) > problem.budget:
-                    raise _GaveUp
+                _spend(problem)
                 seen.add(after)
                 todo.append(after)
     # Try the states in which the most has happened first: a quiet overlay is where every
@@ -1195,8 +1295,7 @@ def _catch_up_with(
         for n, changes in reversed(steps):  # the first found is tried first
             nxt = (*at[:n], at[n] + 1, *at[n + 1 :])
             if nxt not in seen:
-                if len(seen) > problem.budget:
-                    raise _GaveUp
+                _spend(problem)
                 seen.add(nxt)
                 after = view.copy()
                 after.update(changes)
