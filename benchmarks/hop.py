@@ -149,8 +149,11 @@ class Chain:
 class Single:
     """The peer: the same client actions against one plain dataspace."""
 
-    def __init__(self, count: Callable[[str, object], None], one_packet: bool = False) -> None:
+    def __init__(
+        self, count: Callable[[str, object], None], one_packet: bool = False, batch: int = 1
+    ) -> None:
         self.one_packet = one_packet
+        self.batch = batch
         self.scheduler = s = Scheduler()
         ds = Dataspace()
         self.watcher = Watcher(count)
@@ -174,8 +177,14 @@ class Single:
             self.scheduler.run_until_idle()
 
     def messages(self, values: list[Record]) -> None:
-        for v in values:
-            self._act(lambda t, v=v: t.message(self.ds, v))
+        """``batch`` messages to a publisher turn, as the chain's publisher sends them."""
+        for i in range(0, len(values), self.batch):
+
+            def send(t: Turn, chunk: list[Record] = values[i : i + self.batch]) -> None:
+                for v in chunk:
+                    t.message(self.ds, v)
+
+            self._act(send)
         self.scheduler.run_until_idle()
 
     def changes(self, values: list[Record]) -> None:
@@ -250,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.process_time if args.cpu else time.perf_counter
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
     arrivals = {name: Arrivals() for name in [PLAIN, *names]}
-    systems: dict[str, Chain | Single] = {PLAIN: Single(arrivals[PLAIN], args.one_packet)}
+    systems: dict[str, Chain | Single] = {
+        PLAIN: Single(arrivals[PLAIN], args.one_packet, args.batch)
+    }
     systems.update(
         (name, Chain(name, args.nodes, arrivals[name], args.batch, args.one_packet))
         for name in names
