@@ -74,6 +74,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import NamedTuple
 
 from feds.patterns import match
@@ -495,19 +496,36 @@ def _gains(
     """The captures vectors whose ``+`` instance ``i`` (positions ``row``) may still give
     ``E`` from ``state``, when ``E`` has ``remaining`` messages yet to hear (see
     :func:`_ungained`)."""
-    gains: set[tuple] = set()
+    gains, paths, kept = _ahead(problem, state, i, row, remaining)
+    for path in paths:
+        for before, after in pairwise(path):
+            gains.update(c for c in after if before[c] <= 0)
+    return gains - kept
+
+
+def _ahead(
+    problem: _Problem, state: _State, i: int, row: tuple[int, ...], remaining: Counter
+) -> tuple[set[tuple], list[list[Counter]], set[tuple]]:
+    """Where instance ``i``'s windows (positions ``row``) can still go from ``state``, when
+    ``E`` has ``remaining`` messages yet to hear: the captures its windows not started may come
+    to hold (a window not started starts at its lowest start or later); for each started
+    window, the held counts it passes through, its current ones first (it passes no more
+    messages than ``E`` has yet to hear, :func:`_reachable`); and the captures some started
+    window holds in all of them."""
+    implied: set[tuple] = set()
+    paths: list[list[Counter]] = []
     kept: set[tuple] = set()
     for k, (pair, p) in enumerate(zip(problem.pairs[i], row, strict=True)):
         if p < 0:
-            gains.update(pair.implies[state.floors[_flat(problem, i, k)]])
+            implied.update(pair.implies[state.floors[_flat(problem, i, k)]])
             continue
-        held = pair.held
-        always = set(held[p])
-        for x in range(p, _reachable(pair, p, remaining)):
-            gains.update(c for c in held[x + 1] if held[x][c] <= 0)
-            always.intersection_update(held[x + 1])
+        path = pair.held[p : _reachable(pair, p, remaining) + 1]
+        always = set(path[0])
+        for held in path[1:]:
+            always.intersection_update(held)
         kept |= always
-    return gains - kept
+        paths.append(path)
+    return implied, paths, kept
 
 
 def _unlost(problem: _Problem, state: _State, spoken: Counter) -> int | None:
@@ -554,18 +572,11 @@ def _holdable(
     """The captures vectors instance ``i`` (positions ``row``) holds now or may come to hold
     from ``state``, and those it holds wherever its started windows can still go, when ``E``
     has ``remaining`` messages yet to hear (see :func:`_unlost`)."""
-    holdable = {c for c, n in _view(problem, i, row).items() if n > 0}
-    kept: set[tuple] = set()
-    for k, (pair, p) in enumerate(zip(problem.pairs[i], row, strict=True)):
-        if p < 0:
-            holdable.update(pair.implies[state.floors[_flat(problem, i, k)]])
-            continue
-        held = pair.held
-        always = set(held[p])
-        for x in range(p, _reachable(pair, p, remaining)):
-            holdable.update(held[x + 1])
-            always.intersection_update(held[x + 1])
-        kept |= always
+    implied, paths, kept = _ahead(problem, state, i, row, remaining)
+    holdable = {c for c, n in _view(problem, i, row).items() if n > 0} | implied
+    for path in paths:
+        for held in path[1:]:
+            holdable.update(held)
     return holdable, kept
 
 
