@@ -326,7 +326,7 @@ def test_a_saved_history_reads_back_and_is_checked_again_from_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An undecided history saved as a readable literal reads back equal and gets the same
-    verdicts again: from :func:`explain` and from ``python -m feds.sim.history``."""
+    verdicts again: from :func:`explain` and from ``python -m feds.sim.undecided``."""
     case = star_of_seed_13()
     path = save(tmp_path, case, note="watcher 0@n3: the check gave up\nsecond line")
     assert path.suffix == ".py" and path.read_text().startswith("# watcher 0@n3")
