@@ -249,7 +249,7 @@ def _save(case: tuple, note: str, budget: int) -> str:
     from feds.sim.undecided import folder, save
 
     try:
-        path = save(folder(), *case, note=note)
+        path = save(folder(), case, note=note)
     except ValueError as error:
         return f"not saved: {error}"
     return f"saved: python -m feds.sim.undecided {path} --budget {10 * budget}"

@@ -326,18 +326,18 @@ def test_a_saved_history_reads_back_and_is_checked_again_from_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An undecided history saved as a readable literal reads back equal and gets the same
-    verdicts again: from :func:`explain` and from ``python -m feds.sim.history``."""
+    verdicts again: from :func:`explain` and from ``python -m feds.sim.undecided``."""
     case = star_of_seed_13()
-    path = save(tmp_path, *case, note="watcher 0@n3: the check gave up\nsecond line")
+    path = save(tmp_path, case, note="watcher 0@n3: the check gave up\nsecond line")
     assert path.suffix == ".py" and path.read_text().startswith("# watcher 0@n3")
     assert load(path) == case
-    assert save(tmp_path, *case) == path  # the same history, the same file
+    assert save(tmp_path, case) == path  # the same history, the same file
     why = explain(*load(path), budget=2)
     assert why is not None and why.startswith(GAVE_UP)
     assert why == explain(*case, budget=2)
     assert main([str(path), "--budget", "2"]) == 3
     assert main([str(path)]) == 0
-    lost = save(tmp_path, [e for e in case[0] if e[1:] != ("+", (1, 0))], *case[1:])
+    lost = save(tmp_path, ([e for e in case[0] if e[1:] != ("+", (1, 0))], *case[1:]))
     assert main([str(path), str(lost)]) == 1
     out = capsys.readouterr().out
     assert f"{path}: explained" in out and f"{lost}: {COUNTEREXAMPLE}" in out
@@ -347,7 +347,7 @@ def test_a_saved_history_reads_back_and_is_checked_again_from_the_command_line(
 
 
 def test_a_saved_history_is_read_never_run(tmp_path: Path) -> None:
-    text = save(tmp_path, *star_of_seed_13()).read_text()
+    text = save(tmp_path, star_of_seed_13()).read_text()
     bad = tmp_path / "bad.py"
     for line in ("history = __import__('os').getcwd()", "import os", "checkpoints = print(1)"):
         bad.write_text(text + line + "\n")

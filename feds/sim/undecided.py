@@ -48,18 +48,12 @@ def folder() -> Path:
     return Path(os.environ.get(VARIABLE) or default)
 
 
-def dump(
-    history: list[Event],
-    instances: list[Instance],
-    programs: dict[object, list[Action]],
-    checkpoints: list[Checkpoint],
-    note: str = "",
-) -> str:
+def dump(case: Case, note: str = "") -> str:
     """What :func:`explain` is given, as Python source that :func:`load` reads back: an
     assignment of each argument (values as their ``repr``), ``note`` as comment lines above."""
     lines = [f"# {line}".rstrip() for line in note.splitlines()]
     indent = " " * 4
-    for name, items in zip(NAMES, (history, instances, programs, checkpoints), strict=True):
+    for name, items in zip(NAMES, case, strict=True):
         if isinstance(items, dict):
             lines.append(f"{name} = {{")
             for sender, program in items.items():
@@ -75,26 +69,18 @@ def dump(
     return "\n".join(lines)
 
 
-def save(
-    directory: str | os.PathLike,
-    history: list[Event],
-    instances: list[Instance],
-    programs: dict[object, list[Action]],
-    checkpoints: list[Checkpoint],
-    note: str = "",
-) -> Path:
+def save(directory: str | os.PathLike, case: Case, note: str = "") -> Path:
     """Write what :func:`explain` is given to ``history-<digest>.py`` in ``directory`` (made
     if missing; the same history, the same file) and return its path. A value whose ``repr``
     does not read back equal (an entity reference, a NaN) raises ``ValueError``."""
-    case = (history, instances, programs, checkpoints)
-    text = dump(*case, note=note)
+    text = dump(case, note=note)
     try:
         exact = _parse(text) == case
     except (ValueError, SyntaxError, TypeError) as error:
         raise ValueError(f"cannot be written as literals: {error}") from error
     if not exact:
         raise ValueError("cannot be written as literals: a value reads back different")
-    digest = hashlib.sha256(dump(*case).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(dump(case).encode()).hexdigest()[:16]
     path = Path(directory, f"history-{digest}.py")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
