@@ -190,6 +190,11 @@ class Backpressure:
         if link in self._congested:
             self._congested[link] = trio.current_time()
 
+    def postpone(self, link: _Link, seconds: float) -> None:
+        """Move ``link``'s stall clock on by ``seconds`` (its node was stalled that long)."""
+        if link in self._congested:
+            self._congested[link] += seconds
+
     def congested_since(self, link: _Link) -> float | None:
         """When ``link`` became congested or last made progress (trio's clock), or None if it
         is not congested."""
@@ -405,6 +410,22 @@ class _Link:
         if self.partial_since is not None:
             self.partial_since += now - paused
 
+    def _stalled(self, seconds: float) -> None:
+        """This process ran none of its tasks for ``seconds`` (no CPU for it on a loaded
+        machine, a long collection, a suspended host): that time counts neither as the far
+        side's silence, nor towards the frame being received or the link's congestion.
+
+        The far side may have shared the stall (a node or client in this process, the same
+        host), so nothing arrived meanwhile, and its next ping is due only after it has run
+        again. Without this, every link of a process that stalled for longer than the
+        keep-alive timeout was cut the moment it ran again. A far side that died is still
+        found, the stall's length later."""
+        self.last_read += seconds
+        if self.partial_since is not None:
+            self.partial_since += seconds
+        if self.backpressure is not None:
+            self.backpressure.postpone(self, seconds)
+
     async def end_when_closed(self, scope: trio.CancelScope) -> None:
         """Once the relay has closed, give its last bytes :data:`CLOSE_TIMEOUT` seconds, then
         end the link even if a send is stuck (a far side that reads nothing)."""
@@ -414,15 +435,21 @@ class _Link:
 
     async def watchdog(self, limits: NetLimits) -> None:
         """Every ``keepalive_interval``: close the relay if a timeout has expired, else ping the
-        far side if nothing arrived from it for an interval (its ``<pong>`` proves it alive)."""
+        far side if nothing arrived from it for an interval (its ``<pong>`` proves it alive).
+        Waking more than an interval late means this process stalled: see :meth:`_stalled`."""
         relay = self.relay
         started = trio.current_time()
         sent = relay.stats.bytes_out
         while not relay.closed:
+            asleep = trio.current_time()
             await trio.sleep(limits.keepalive_interval)
             if relay.closed:  # closed meanwhile: its handshake or silence no longer matter
                 return
             now = trio.current_time()
+            stalled = now - asleep - limits.keepalive_interval
+            if stalled > limits.keepalive_interval:
+                started += stalled
+                self._stalled(stalled)
             reason = self.overdue(limits, started, now)
             if reason is not None:
                 log.warning("%r: %s", relay, reason)

@@ -294,6 +294,22 @@ async def test_a_starved_node_does_not_cut_a_link_whose_pings_wait_unread(
         assert not relay.closed
 
 
+
+async def test_links_that_stalled_with_their_process_are_pinged_not_cut(
+    nursery: trio.Nursery,
+) -> None:
+    """A process that ran none of its tasks for longer than the keep-alive timeout (no CPU on a
+    loaded machine, a GIL held by another thread, a suspended host): its far sides in the same
+    process were silent because they stalled too. Each end pings when the process runs again,
+    rather than cutting the link at once (the Spark leaf tests' overlays lost every link so)."""
+    runtime, port = await start_node(nursery, FAST)
+    async with client.connect(f"127.0.0.1:{port}", limits=FAST) as ds:
+        await ds.sync()
+        time.sleep(2 * FAST.keepalive_timeout)  # the whole trio run stalls: no task runs
+        await trio.sleep(2 * FAST.keepalive_interval)
+        await ds.sync()
+        assert runtime.relays and not any(r.closed for r in runtime.relays)
+
 # -- defect 4: a watcher that stops reading does not freeze the node ----------------------------
 
 
