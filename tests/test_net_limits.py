@@ -294,7 +294,6 @@ async def test_a_starved_node_does_not_cut_a_link_whose_pings_wait_unread(
         assert not relay.closed
 
 
-
 async def test_links_that_stalled_with_their_process_are_pinged_not_cut(
     nursery: trio.Nursery,
 ) -> None:
@@ -309,6 +308,7 @@ async def test_links_that_stalled_with_their_process_are_pinged_not_cut(
         await trio.sleep(2 * FAST.keepalive_interval)
         await ds.sync()
         assert runtime.relays and not any(r.closed for r in runtime.relays)
+
 
 # -- defect 4: a watcher that stops reading does not freeze the node ----------------------------
 
