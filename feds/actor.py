@@ -77,6 +77,18 @@ class Entity:
     run early (a sync answers after every event queued before it).
     """
 
+    pure_messages: ClassVar[bool] = False
+    """Whether :meth:`on_message` only sends messages, chosen by the message and by state that
+    only other kinds of event change (assertions, retractions, syncs, a facet stopping).
+
+    Then what a message does here follows from the message alone while the actor handles
+    nothing else, and a message route (:mod:`feds.routes`) may stand for the step: the
+    dataspace, local access and the protocols' rule steps say so. An entity whose messages
+    change anything (a counter, a user's handler) leaves it False, the default; one that sets
+    it must also never test a message by identity or with ``type()`` (a route is worked out
+    with a stand-in that notices every other look).
+    """
+
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         """``value`` is now asserted at this entity under ``handle``."""
 
@@ -179,6 +191,12 @@ class Actor:
         :meth:`feds.relay.Relay.take`)."""
         self.queued = 0
         """Batches queued for this actor whose turn has not begun."""
+        self.routes: dict | None = None
+        """The message routes worked out for this actor's entities (:mod:`feds.routes`), or
+        None. Dropped (set to None) whenever the actor does anything a route cannot stand for:
+        a turn that handles an event other than a message to a :attr:`~Entity.pure_messages`
+        entity, an action turn, a facet stopping, an inline step that is not pure. So a route
+        is followed only while the actor's state is the one it was worked out in."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -188,11 +206,26 @@ kind_of, ref_of = itemgetter(0), itemgetter(1)
 """An event's kind and target ref: with ``map``, a batch is scanned in C, without a Python
 step per event."""
 _prompt = attrgetter("entity.prompt")
+_pure = attrgetter("entity.pure_messages")
+_MESSAGES_ONLY: Final = frozenset((MESSAGE,))
 
 SCAN_IN_C: Final = 16
 """The length from which a batch is scanned in C rather than with a Python loop: setting up a
 scan in C (a ``map`` and an ``all`` or a ``set``) costs about ten events' worth of loop, so a
 lone event's batch would pay more for it (cachegrind, a lone message crossing a node)."""
+
+
+def pure_messages_only(batch: list[tuple]) -> bool:
+    """Whether every event of ``batch`` is a message to a :attr:`~Entity.pure_messages`
+    entity: handling it leaves the actor's message routes standing (:attr:`Actor.routes`)."""
+    if len(batch) >= SCAN_IN_C:
+        return _MESSAGES_ONLY.issuperset(map(kind_of, batch)) and all(
+            map(_pure, map(ref_of, batch))
+        )
+    for kind, ref, _payload, _handle in batch:
+        if kind != MESSAGE or not ref.entity.pure_messages:
+            return False
+    return True
 
 
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
@@ -275,6 +308,8 @@ class Turn:
                 entity.on_sync(self, payload)  # type: ignore[arg-type]
             else:  # a message (which :meth:`message` delivers inline itself, sparing this call)
                 self.actor.work += 1
+                if not entity.pure_messages:
+                    self.actor.routes = None
                 entity.on_message(self, payload)
             self.facet = saved
         elif target is self._target:
@@ -366,10 +401,13 @@ class Turn:
         if target is self.actor and ref.entity.inline:
             facet = ref.facet
             if facet.alive:
+                entity = ref.entity
+                if not entity.pure_messages:  # it may change what a route stands for
+                    self.actor.routes = None
                 saved = self.facet
                 self.facet = facet
                 self.actor.work += 1
-                ref.entity.on_message(self, value)
+                entity.on_message(self, value)
                 self.facet = saved
         elif target is self._target:  # one more for that batch (a dataspace's, a relay's)
             self._batch.append((MESSAGE, ref, value, None))  # type: ignore[union-attr]
@@ -439,9 +477,10 @@ class Turn:
 
     def _finish(self) -> None:
         """Process requested stops (they may add effects), then commit everything."""
-        if self._stops is not None:
-            self._run_stops()
         actor = self.actor
+        if self._stops is not None:
+            actor.routes = None  # a route may pass through a facet that stops
+            self._run_stops()
         if self._gone is not None:
             outbound = actor.outbound
             for handle in self._gone:
@@ -546,6 +585,10 @@ class Scheduler:
         self.on_work: Callable[[], None] | None = None
         self.turns_run = 0
         self.crashes: list[tuple[Actor, BaseException]] = []
+        self.running = False
+        """Whether :meth:`run_until_idle` is running turns (a turn may be under way)."""
+        self.routed = 0
+        """Messages handled by following a route (:mod:`feds.routes`) instead of turns."""
 
     def _push(self, item: tuple[Actor, Facet | None, Any]) -> None:
         was_idle = not self._queue
@@ -604,35 +647,40 @@ class Scheduler:
         queue = self._queue
         popleft = queue.popleft
         run_batch = self._run_batch
-        while ran != limit and room > 0:
-            if self._open is not None:
-                actor, turn, work, start = self._open
-                self._open = None
+        self.running = True
+        try:
+            while ran != limit and room > 0:
+                if self._open is not None:
+                    actor, turn, work, start = self._open
+                    self._open = None
+                    if not actor.alive:
+                        continue
+                    if start < 0:
+                        room -= self._run_steps(actor, turn, work, room)
+                    else:
+                        room -= run_batch(actor, work, room, turn, start)
+                    continue
+                if not queue:
+                    break
+                actor, facet, work = popleft()
                 if not actor.alive:
                     continue
-                if start < 0:
-                    room -= self._run_steps(actor, turn, work, room)
-                else:
-                    room -= run_batch(actor, work, room, turn, start)
-                continue
-            if not queue:
-                break
-            actor, facet, work = popleft()
-            if not actor.alive:
-                continue
-            ran += 1
-            if facet is None:
-                actor.queued -= 1
-                room -= run_batch(actor, work, room)
-            elif facet.alive:
-                room -= self._run_action(actor, facet, work, room)
-        self.turns_run += ran
+                ran += 1
+                if facet is None:
+                    actor.queued -= 1
+                    room -= run_batch(actor, work, room)
+                elif facet.alive:
+                    room -= self._run_action(actor, facet, work, room)
+        finally:
+            self.running = False
+            self.turns_run += ran
         return ran
 
     def _run_action(self, actor: Actor, facet: Facet, action: TurnAction, room: int) -> int:
         """Run ``action`` in a new turn (a generator's first ``room`` events' worth, if it is
         one); return the events' worth done (at least 1)."""
         actor.work += 1
+        actor.routes = None  # it may do anything
         turn = Turn(facet)
         try:
             steps = action(turn)
@@ -664,6 +712,8 @@ class Scheduler:
         """Handle ``batch`` from ``start`` in ``turn`` (a new one if None), at most ``room``
         events of it (the rest is left open, see :meth:`run_until_idle`); return how many."""
         if turn is None:
+            if actor.routes is not None and not pure_messages_only(batch):
+                actor.routes = None
             if len(batch) > 1:
                 batch = adds_before_removes(batch)
             turn = Turn(actor.root)

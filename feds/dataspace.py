@@ -81,6 +81,7 @@ class Dataspace(Entity):
     """A plain dataspace: assertions in, matches out to observers."""
 
     prompt = True
+    pure_messages = True  # a message only goes to the observers of its matches
 
     def __init__(self) -> None:
         self.index = Index()

@@ -263,6 +263,8 @@ class LocalAccess(Entity):
     token per distinct Observe for as long as a copy of it is asserted here.
     """
 
+    pure_messages = True  # a message enters the fragment in the protocol's envelope
+
     def __init__(self, node: Node) -> None:
         self.node = node
         self.handles: dict[Handle, tuple[Handle, Value | None]] = {}

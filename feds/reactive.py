@@ -48,6 +48,7 @@ class _During(Entity):
     def __init__(self, on_add: OnCaptures | None, on_msg: OnCaptures | None) -> None:
         self.on_add = on_add
         self.on_msg = on_msg
+        self.pure_messages = on_msg is None  # a ``during`` ignores messages; a handler may not
         self.facets: dict[Handle, Facet] = {}
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
@@ -101,6 +102,9 @@ class RelayEntity(Entity):
     """
 
     inline = True
+    pure_messages = True
+    """A relay sends each message on as its transform says, and keeps nothing of it: the
+    transforms must be functions of the captures alone (those of the protocols are)."""
 
     def __init__(
         self,
@@ -165,7 +169,9 @@ def relay(
     ``transform(captures)`` returns ``(target, value)`` — assert ``value`` at ``target`` while the
     match lasts, or send it as a message if the match was a message — or ``None`` to skip it.
     ``messages``, if given, replaces ``transform`` for matches that are messages (e.g.
-    :func:`feds.protocols.ignore` for a rule about assertions only).
+    :func:`feds.protocols.ignore` for a rule about assertions only). Both must be functions of
+    the captures, with no effects of their own: a message's route may be worked out from them
+    once and followed for later messages (:mod:`feds.routes`).
     """
     entity = RelayEntity(transform, messages)
     return turn.publish(ds, observe(pattern_value(pattern), _relay_entity(turn, entity)))
@@ -176,5 +182,6 @@ def relay_object(turn: Turn, transform: Callable[[Value], Relayed]) -> Ref:
 
     Whatever is asserted at (or sent to) the returned ref becomes ``transform(value)`` — a
     ``(target, value)`` pair, or ``None`` to drop it — for as long as the original lasts.
+    ``transform`` must be a function of the value, as for :func:`relay`.
     """
     return _relay_entity(turn, RelayEntity(transform))

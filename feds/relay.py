@@ -69,6 +69,7 @@ from feds.codec import (
     record_head,
 )
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
+from feds.routes import follow
 from feds.values import Embedded, FrozenDict, Record, Symbol, Value, from_python
 
 __all__ = [
@@ -1006,9 +1007,11 @@ class Relay:
 
     def _queue_batches(self, batches: dict[Actor, list[tuple]], entries: list[_Entry]) -> None:
         """Queue a packet's events for their targets, as the relay actor's turn would at its
-        commit (:meth:`_apply_now`)."""
+        commit (:meth:`_apply_now`); or, for messages with routes and no references, send on
+        at once what the target's turns would send for them (:func:`feds.routes.follow`)."""
         self.actor.work += 1
-        self.scheduler.send(self.actor, batches)
+        if entries or not follow(self.scheduler, self.actor, batches):
+            self.scheduler.send(self.actor, batches)
         membrane = self._membrane
         if entries:  # the decoded references' counts last until the events are queued
             membrane.release(entries)

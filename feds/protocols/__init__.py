@@ -60,7 +60,8 @@ class Sink:
         raise NotImplementedError
 
     def send(self, turn: Turn, out: Value) -> None:
-        """A match is a message."""
+        """A match is a message: send it on, keeping nothing of it (a delivery's messages may
+        follow a route, :mod:`feds.routes`), as state only assertions change says."""
         raise NotImplementedError
 
 
@@ -112,6 +113,7 @@ class _Delivering(Entity):
     inline (:attr:`feds.actor.Entity.inline`)."""
 
     inline = True
+    pure_messages = True  # a sink sends a message on, as its route says (Sink.send)
 
     def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
         self.sink = sink

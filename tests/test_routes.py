@@ -1,0 +1,449 @@
+"""Message routes (:mod:`feds.routes`): a message a node only passes on follows a route worked
+out from the node's own steps, and that changes nothing anyone can see.
+
+The backbone is a differential property: the same random workload on the same overlay, once
+with routes and once with every message taking the nodes' turns, must give every observer the
+very same history and every relay the very same bytes to send. With one scheduler and each
+chunk of bytes followed by a run of the scheduler until it is idle, both runs take the same
+steps but for the turns a route stands for, so they must agree exactly, not only up to the
+freedom the history check of ``tests/test_federation.py`` allows.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from feds import relay as relay_module
+from feds.actor import MESSAGE, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.dataspace import Dataspace
+from feds.pattern_forms import DISCARD, bind, lit, rec_group
+from feds.protocols import protocol_names
+from feds.reactive import on_message, relay, relay_object
+from feds.routes import _Looked, _Probe, _Trace, derive, follow
+from feds.runtime import NodeRuntime
+from feds.sim.reference import Workload
+from feds.values import Record, Symbol, Value, record
+from tests.recording import Recorder
+
+A, B = Symbol("a"), Symbol("b")
+
+
+# -- the probe -----------------------------------------------------------------------------------
+
+
+LOOKS = {
+    "class": lambda p: p.__class__,
+    "attribute": lambda p: p.fields,
+    "equality": lambda p: p == 1,
+    "equality, reflected": lambda p: 1 == p,  # noqa: SIM300 (the other side asks first)
+    "record equality": lambda p: record("a", 1) == p,
+    "hash": hash,
+    "dict key": lambda p: {p: 1},
+    "length": len,
+    "items": list,
+    "item": lambda p: p[0],
+    "truth": bool,
+    "isinstance": lambda p: isinstance(p, tuple),
+    "order": lambda p: p < 1,
+    "arithmetic": lambda p: p + 1,
+    "membership": lambda p: 1 in p,
+}
+
+
+@pytest.mark.parametrize("look", list(LOOKS), ids=list(LOOKS))
+def test_the_probe_notices_every_look_at_it(look: str) -> None:
+    trace = _Trace()
+    probe = _Probe(trace)
+    with pytest.raises(_Looked):
+        LOOKS[look](probe)
+    assert trace.looked
+
+
+def test_the_probe_passes_identity_and_is_shown_in_logs() -> None:
+    trace = _Trace()
+    probe = _Probe(trace)
+    assert probe is probe and probe is not None and (probe,) != ()
+    assert not trace.looked
+    assert repr(probe) == "<probe>" and trace.looked  # a log line marks it, without raising
+
+
+# -- deriving a route ------------------------------------------------------------------------------
+
+
+class _Actor:
+    """An actor holding a dataspace and whatever the test sets up, and a recorder elsewhere."""
+
+    def __init__(self) -> None:
+        self.sched = Scheduler()
+        self.seen = Recorder()
+        holder: list[Facet] = []
+        self.out = Ref(
+            self.sched.spawn(lambda t: holder.append(t.facet), name="out").root, self.seen
+        )
+        self.sched.run_until_idle()
+        self.refs: dict[str, Ref] = {}
+        self.actor = self.sched.spawn(self._boot, name="node")
+        self.sched.run_until_idle()
+        self.sender = Actor(self.sched, "sender")  # stands for a relay applying a packet
+
+    def _boot(self, turn: Turn) -> None:
+        self.facet = turn.facet
+        self.ds = turn.ref(Dataspace())
+
+    def act(self, action) -> None:  # type: ignore[no-untyped-def]
+        self.sched.enqueue(self.actor, self.facet, action)
+        self.sched.run_until_idle()
+
+    def entry(self, transform) -> Ref:  # type: ignore[no-untyped-def]
+        """A relay object of the node's actor, made in a turn."""
+        box: list[Ref] = []
+        self.act(lambda t: box.append(relay_object(t, transform)))
+        return box[0]
+
+    def forward(self, pattern: Value, make=lambda c: c) -> None:  # type: ignore[no-untyped-def]
+        """A rule relaying each match of ``pattern`` to the recorder as ``make(captures)``."""
+        out = self.out
+        self.act(lambda t: relay(t, self.ds, pattern, lambda c: (out, make(c))))
+
+    def deliver(self, entry: Ref, *values: Value) -> bool:
+        """Hand ``values`` to ``entry`` as a relay's packet would; True if a route took them."""
+        batch = [(MESSAGE, entry, v, None) for v in values]
+        routed = follow(self.sched, self.sender, {self.actor: batch})
+        if not routed:
+            self.sched.send(self.sender, {self.actor: batch})
+        self.sched.run_until_idle()
+        return routed
+
+
+def test_a_step_that_passes_its_message_on_has_a_route_to_where_it_goes() -> None:
+    node = _Actor()
+    out = node.out
+    entry = node.entry(lambda x: (out, x))
+    route = derive(entry)
+    assert route == (((out.actor, ((out, None),)),),)
+    assert node.deliver(entry, 1, "two", (3,))
+    assert node.seen.events == [("!", 1), ("!", "two"), ("!", (3,))]
+
+
+def test_a_route_passes_through_the_dataspace_and_its_rules() -> None:
+    node = _Actor()
+    out, ds = node.out, node.ds
+    node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))  # <b x> into the dataspace, x out
+    route = derive(entry)
+    assert route is not None and len(route) == 1  # the dataspace's turn sends it out
+    turns = node.sched.turns_run
+    assert node.deliver(entry, "x", 5)
+    assert node.sched.turns_run - turns == 1  # the recorder's only
+    assert node.seen.events == [("!", "x"), ("!", 5)]
+
+
+def test_a_captures_tuple_passed_on_item_by_item_has_a_route_per_length() -> None:
+    node = _Actor()
+    out = node.out
+    entry = node.entry(lambda c: (out, c[0]))  # looks into the tuple, not at its item
+    assert derive(entry) is None
+    assert derive(entry, 1) == (((out.actor, ((out, 0),)),),)
+    assert node.deliver(entry, ("x",), (2,))
+    assert node.seen.events == [("!", "x"), ("!", 2)]
+
+
+def test_a_rule_that_looks_inside_the_payload_makes_no_route() -> None:
+    node = _Actor()
+    ds = node.ds
+    node.forward(rec_group(B, [lit(1)]))  # the index compares the field with 1
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert derive(entry) is None
+    assert not node.deliver(entry, 1, 2)
+    assert node.seen.events == [("!", ())]
+
+
+def test_a_message_sent_out_wrapped_around_the_payload_makes_no_route() -> None:
+    """Routes send payloads on as they came, or an item of them: anything built around them
+    is left to the turns."""
+    node = _Actor()
+    ds = node.ds
+    node.forward(rec_group(B, [bind()]), lambda c: record("got", c[0]))
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert derive(entry) is None
+    assert not node.deliver(entry, 1)
+    assert node.seen.events == [("!", record("got", 1))]
+
+
+def test_no_route_through_a_step_that_is_not_pure() -> None:
+    node = _Actor()
+    ds, out = node.ds, node.out
+    node.act(lambda t: on_message(t, ds, rec_group(B, [bind()]), lambda t, x: t.message(out, x)))
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert derive(entry) is None
+    assert not node.deliver(entry, 7)
+    assert node.seen.events == [("!", 7)]
+
+
+class _Publisher(Entity):
+    """Asserts what it is sent: a step that does more than send messages."""
+
+    pure_messages = True  # claimed; the route's turn refuses the publish all the same
+
+    def __init__(self, target: Ref) -> None:
+        self.target = target
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        turn.publish(self.target, value)
+
+
+class _Failing(Entity):
+    pure_messages = True
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        raise RuntimeError("this step always fails")
+
+
+def test_no_route_through_a_step_that_asserts_or_fails_and_the_turns_do_what_they_do() -> None:
+    node = _Actor()
+    box: list[Ref] = []
+    node.act(lambda t: box.extend([t.ref(_Publisher(node.out)), t.ref(_Failing())]))
+    publisher, failing = box
+    assert derive(publisher) is None and derive(failing) is None
+    assert not node.deliver(publisher, 1)
+    assert list(node.seen.live.values()) == [1]
+    assert not node.deliver(failing, 1)
+    assert node.sched.crashes and node.sched.crashes[0][0] is node.actor
+
+
+# -- when a route stops holding ------------------------------------------------------------------
+
+
+def test_a_new_observer_ends_the_route_that_did_not_know_it() -> None:
+    node = _Actor()
+    ds = node.ds
+    node.forward(rec_group(B, [bind()]), lambda c: c[0])
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert node.deliver(entry, 1)
+    node.forward(rec_group(B, [lit(1)]))  # an assertion at the dataspace
+    assert node.actor.routes is None
+    assert not node.deliver(entry, 1)  # now the index looks at it: no route
+    assert node.seen.events == [("!", 1), ("!", 1), ("!", ())]
+
+
+def test_a_route_through_a_stopped_facet_is_dropped() -> None:
+    node = _Actor()
+    ds, out = node.ds, node.out
+    facets: list[Facet] = []
+    node.act(
+        lambda t: facets.append(
+            t.new_facet(lambda f: relay(f, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
+        )
+    )
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert node.deliver(entry, 1)
+    node.act(lambda t: t.stop(facets[0]))
+    assert node.actor.routes is None
+    assert node.deliver(entry, 2)  # a new route, which goes nowhere
+    assert node.seen.events == [("!", 1)]
+
+
+def test_a_step_that_is_not_pure_ends_the_routes_of_its_actor() -> None:
+    node = _Actor()
+    ds, out = node.ds, node.out
+    node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert node.deliver(entry, 1)
+    routes = node.actor.routes
+    assert routes
+
+    def handler(t: Turn, x: Value) -> None:
+        t.message(out, record("handled", x))
+
+    node.act(lambda t: on_message(t, ds, rec_group(A, [bind()]), handler))  # drops them
+    node.act(lambda t: None)
+    assert node.actor.routes is None
+    assert node.deliver(entry, 2)
+    assert node.actor.routes  # worked out again
+    node.act(lambda t: t.message(ds, record("a", 3)))  # the handler runs: dropped again
+    assert node.actor.routes is None
+
+
+def test_no_route_is_followed_while_anything_is_queued() -> None:
+    node = _Actor()
+    out = node.out
+    entry = node.entry(lambda x: (out, x))
+    node.sched.enqueue(node.actor, node.facet, lambda t: t.message(out, "first"))
+    assert not follow(node.sched, node.sender, {node.actor: [(MESSAGE, entry, "second", None)]})
+    node.sched.run_until_idle()
+    assert node.seen.events == [("!", "first")]
+
+
+# -- whole overlays: the same histories and bytes with and without routes -----------------------
+
+
+class _History(Entity):
+    """An observer keeping every event it receives, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Value]] = []
+        self.live: dict[Handle, Value] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.live[handle] = value
+        self.events.append(("+", value))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        self.events.append(("-", self.live.pop(handle)))
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.events.append(("!", value))
+
+
+VALUES = [record("a", 0), record("a", 1), record("b", 0, 1), record("b", 1, (2, "x"))]
+PATTERNS = [
+    rec_group(A, [bind()]),
+    rec_group(A, [lit(1)]),
+    rec_group(B, [bind(), DISCARD]),
+    rec_group(B, [bind(), bind()]),
+    rec_group(B, [DISCARD, bind()]),
+]
+SHAPES = {"chain": [0, 1, 2], "star": [0, 0, 0], "binary": [0, 0, 1, 1, 2, 2]}
+OPS = ["assert", "retract", "observe", "unobserve", "send", "send", "send", "leave", "settle"]
+
+
+class _Run:
+    """One overlay on one scheduler; each chunk of bytes a link carries is followed by a run of
+    the scheduler until it is idle, so that the nodes' queues are empty when a packet comes."""
+
+    def __init__(self, protocol: str, parents: list[int]) -> None:
+        self.scheduler = Scheduler()
+        runtimes = [NodeRuntime(self.scheduler, f"n{i}", protocol) for i in range(len(parents) + 1)]
+        self.nodes = [r.node for r in runtimes]
+        self.links = [
+            (runtimes[child].uplink_relay(), runtimes[parent].accept_relay())
+            for child, parent in enumerate(parents, start=1)
+        ]
+        self.sent: list[bytes] = []
+        self.work = Workload(self.scheduler)
+        self.settle()
+
+    def settle(self) -> None:
+        for _ in range(100_000):
+            self.scheduler.run_until_idle()
+            moved = False
+            for a, b in self.links:
+                for source, sink in ((a, b), (b, a)):
+                    data = source.data_to_send()
+                    if data:
+                        self.sent.append(data)
+                        sink.receive(data)
+                        self.scheduler.run_until_idle()
+                        moved = True
+            if not moved:
+                break
+        assert not self.scheduler.crashes
+        assert not any(a.closed or b.closed for a, b in self.links)
+
+
+def _run(protocol: str, parents: list[int], ops: list[tuple[str, int, int]]) -> tuple:
+    run = _Run(protocol, parents)
+    work = run.work
+    clients = [work.attach(node) for node in run.nodes]
+    watchers = [_History() for _ in run.nodes]
+    observing: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []
+    for i, c in enumerate(clients):
+        observing.append((i, work.observe(c, PATTERNS[i % len(PATTERNS)], watchers[i])))  # type: ignore[arg-type]
+    run.settle()
+    for kind, x, y in ops:
+        i = x % len(clients)
+        c = clients[i]
+        if kind == "assert":
+            held.append((i, work.assert_(c, VALUES[y % len(VALUES)])))
+        elif kind == "retract" and held:
+            j, key = held.pop(y % len(held))
+            work.retract(clients[j], key)
+        elif kind == "observe":
+            observing.append((i, work.observe(c, PATTERNS[y % len(PATTERNS)], watchers[i])))  # type: ignore[arg-type]
+        elif kind == "unobserve" and observing:
+            j, key = observing.pop(y % len(observing))
+            work.unobserve(clients[j], key)
+        elif kind == "send":
+            work.send(c, VALUES[y % len(VALUES)])
+        elif kind == "leave" and len(clients) > 1:
+            work.disconnect(c)
+            clients.pop(i)
+            held = [(j - (j > i), k) for j, k in held if j != i]
+            observing = [(j - (j > i), k) for j, k in observing if j != i]
+            watchers.append(watchers.pop(i))  # its history stays compared
+        elif kind == "settle":
+            run.settle()
+        run.scheduler.run_until_idle()
+    run.settle()
+    histories = [w.events for w in watchers]
+    fragments = [sorted(map(repr, n.dataspace.assertions.values())) for n in run.nodes]
+    return histories, run.sent, fragments, run.scheduler.routed
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("protocol", protocol_names())
+@settings(max_examples=15, derandomize=True, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(OPS), st.integers(0, 100), st.integers(0, 100)),
+        min_size=5,
+        max_size=25,
+    )
+)
+def test_routes_change_no_history_and_no_byte(
+    protocol: str, shape: str, ops: list[tuple[str, int, int]]
+) -> None:
+    routed = _run(protocol, SHAPES[shape], ops)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(relay_module, "follow", lambda *args: False)
+        turns_only = _run(protocol, SHAPES[shape], ops)
+    assert turns_only[3] == 0
+    assert routed[:3] == turns_only[:3]
+    if routed[3]:
+        event("messages followed routes")
+
+
+@pytest.mark.parametrize("protocol", ["aggregate-subs", "observer-flood"])
+def test_messages_crossing_a_chain_follow_routes_at_the_nodes_they_only_pass(protocol: str) -> None:
+    run = _Run(protocol, [0, 1])  # n0 ← n1 ← n2
+    work = run.work
+    subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
+    watcher = _History()
+    work.observe(subscriber, rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
+    run.settle()
+    for i in range(10):
+        work.send(publisher, record("a", i))
+    run.settle()
+    assert watcher.events == [("!", (i,)) for i in range(10)]
+    assert run.scheduler.routed == 20  # at n1 and at n0, each message
+
+
+def test_copy_up_messages_have_no_route_they_look_at_what_they_carry() -> None:
+    run = _Run("copy-up", [0, 1])
+    work = run.work
+    subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
+    watcher = _History()
+    work.observe(subscriber, rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
+    run.settle()
+    work.send(publisher, record("a", 1))
+    run.settle()
+    assert watcher.events == [("!", (1,))]
+    assert run.scheduler.routed == 0
+
+
+def test_a_route_is_followed_for_a_packet_only_if_every_event_of_it_has_one() -> None:
+    """A packet mixing a message with a route and an assertion takes the turns, in order."""
+    run = _Run("aggregate-subs", [0, 1])
+    work = run.work
+    subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
+    watcher = _History()
+    work.observe(subscriber, rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
+    run.settle()
+    work.send(publisher, record("a", 1))
+    work.assert_(publisher, record("a", 2))
+    work.send(publisher, record("a", 3))
+    run.settle()
+    assert watcher.events == [("!", (1,)), ("+", (2,)), ("!", (3,))]
