@@ -1,7 +1,8 @@
 """Mutation check of the protocol and sync code: does the fast suite kill each mutant?
 
 Each mutant is one small, deliberate bug in ``feds/protocols/*``, ``feds/node.py`` (federated
-sync, local access) or ``feds/dataspace.py`` — dropping a ≠ condition, not retracting on
+sync, local access), ``feds/dataspace.py`` or the message routes (``feds/routes.py`` and where
+``feds/actor.py`` drops them) — dropping a ≠ condition, not retracting on
 unobserve, delivering twice, answering a sync early, … For each, the script copies the worktree's
 ``feds/``, ``tests/`` and the files the tests read (``topology/``, ``protocols/``) to a
 temporary directory, applies the mutant there (the worktree is never touched), runs the fast
@@ -39,8 +40,9 @@ TESTS = [
     "tests/test_event_order.py",
     "tests/test_protocol_schemas.py",
     "tests/test_federation.py",
+    "tests/test_routes.py",
 ]
-"""The fast tests that cover the protocol and sync code."""
+"""The fast tests that cover the protocol and sync code (and the routes that stand for it)."""
 TIMEOUT = 900
 """Seconds one mutant's test run may take (a mutant that makes the overlay hang is killed)."""
 
@@ -235,6 +237,56 @@ MUTANTS = [
         "            self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))\n",
         "            turn.message(reply, True)\n",
         "a node answers a neighbour's sync request at once, without a wave of its own",
+    ),
+    # -- message routes ---------------------------------------------------------------------
+    Mutant(
+        "routes-kept-after-assertion",
+        "feds/actor.py",
+        "            if actor.routes is not None and not pure_messages_only(batch):\n",
+        "            if False:\n",
+        "an actor keeps its message routes when it handles an assertion (a new rule)",
+    ),
+    Mutant(
+        "routes-kept-after-action",
+        "feds/actor.py",
+        "        actor.routes = None  # it may do anything\n",
+        "        pass\n",
+        "an actor keeps its message routes across an action turn",
+    ),
+    Mutant(
+        "routes-kept-after-impure-step",
+        "feds/actor.py",
+        "                if not entity.pure_messages:  # it may change what a route stands for\n",
+        "                if False:\n",
+        "an actor keeps its routes when a message reaches a step that is not pure",
+    ),
+    Mutant(
+        "routes-while-queued",
+        "feds/routes.py",
+        "    if len(batches) != 1 or scheduler.running or scheduler._queue or scheduler._open:\n",
+        "    if len(batches) != 1 or scheduler.running:\n",
+        "a route is followed while turns are queued, overtaking them",
+    ),
+    Mutant(
+        "routes-stages-reversed",
+        "feds/routes.py",
+        "        for stage in route:\n",
+        "        for stage in reversed(route):\n",
+        "a route sends what later turns would send before what earlier ones would",
+    ),
+    Mutant(
+        "routes-any-tuple",
+        "feds/routes.py",
+        " and len(value) == len(probe) and all(map(is_, value, probe)):",
+        ":",
+        "a route takes any tuple the steps sent for the payload as it came",
+    ),
+    Mutant(
+        "routes-self-batch-behind",
+        "feds/routes.py",
+        "                        if kind != MESSAGE or not ref.entity.prompt:\n",
+        "                        if kind != MESSAGE:\n",
+        "a route stands for a batch to its own actor that is queued behind other work",
     ),
 ]
 

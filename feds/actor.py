@@ -193,10 +193,12 @@ class Actor:
         """Batches queued for this actor whose turn has not begun."""
         self.routes: dict | None = None
         """The message routes worked out for this actor's entities (:mod:`feds.routes`), or
-        None. Dropped (set to None) whenever the actor does anything a route cannot stand for:
-        a turn that handles an event other than a message to a :attr:`~Entity.pure_messages`
-        entity, an action turn, a facet stopping, an inline step that is not pure. So a route
-        is followed only while the actor's state is the one it was worked out in."""
+        None. Dropped (set to None) whenever the actor may change: a turn that handles an event
+        other than a message to a :attr:`~Entity.pure_messages` entity (dropped as it begins),
+        an action turn, a message to an inline step that is not pure. Nothing else changes an
+        actor: a pure step only sends messages, so a facet stops, a rule comes or goes, only in
+        a turn that dropped them already. So a route is followed only while the actor's state
+        is the one it was worked out in."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -308,8 +310,6 @@ class Turn:
                 entity.on_sync(self, payload)  # type: ignore[arg-type]
             else:  # a message (which :meth:`message` delivers inline itself, sparing this call)
                 self.actor.work += 1
-                if not entity.pure_messages:
-                    self.actor.routes = None
                 entity.on_message(self, payload)
             self.facet = saved
         elif target is self._target:
@@ -477,10 +477,9 @@ class Turn:
 
     def _finish(self) -> None:
         """Process requested stops (they may add effects), then commit everything."""
-        actor = self.actor
         if self._stops is not None:
-            actor.routes = None  # a route may pass through a facet that stops
             self._run_stops()
+        actor = self.actor
         if self._gone is not None:
             outbound = actor.outbound
             for handle in self._gone:

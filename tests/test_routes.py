@@ -16,8 +16,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from feds import relay as relay_module
-from feds.actor import MESSAGE, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
-from feds.dataspace import Dataspace
+from feds.actor import MESSAGE, PUBLISH, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.dataspace import Dataspace, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
 from feds.reactive import on_message, relay, relay_object
@@ -150,6 +150,46 @@ def test_a_captures_tuple_passed_on_item_by_item_has_a_route_per_length() -> Non
     assert node.seen.events == [("!", "x"), ("!", 2)]
 
 
+def test_a_route_sends_the_very_item_it_was_derived_with() -> None:
+    node = _Actor()
+    out = node.out
+    second = node.entry(lambda c: (out, c[1]))
+    swapped = node.entry(lambda c: (out, (c[1], c[0])))  # the same items, not as they came
+    assert derive(second, 2) == (((out.actor, ((out, 1),)),),)
+    assert derive(swapped, 2) is None
+    assert node.deliver(second, (1, 2))
+    assert not node.deliver(swapped, (1, 2))
+    assert node.seen.events == [("!", 2), ("!", (2, 1))]
+
+
+class _CountingDataspace(Dataspace):
+    """A dataspace that counts the messages it dispatches: not a pure step any more."""
+
+    pure_messages = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.messages += 1
+        super().on_message(turn, value)
+
+
+def test_no_route_through_a_dataspace_whose_messages_are_not_pure() -> None:
+    node = _Actor()
+    out = node.out
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_CountingDataspace())))
+    (ds,) = box
+    node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert derive(entry) is None
+    assert not node.deliver(entry, 1, 2)
+    assert ds.entity.messages == 2  # type: ignore[attr-defined]
+    assert node.seen.events == [("!", 1), ("!", 2)]
+
+
 def test_a_rule_that_looks_inside_the_payload_makes_no_route() -> None:
     node = _Actor()
     ds = node.ds
@@ -213,6 +253,102 @@ def test_no_route_through_a_step_that_asserts_or_fails_and_the_turns_do_what_the
     assert node.sched.crashes and node.sched.crashes[0][0] is node.actor
 
 
+class _Log(Entity):
+    """Appends ``(name, value)`` for each message to a log shared with others."""
+
+    def __init__(self, name: str, log: list, forward: Ref | None = None) -> None:
+        self.name, self.log, self.forward = name, log, forward
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        self.log.append((self.name, value))
+        if self.forward is not None:
+            turn.message(self.forward, value)
+
+
+class _Tee(Entity):
+    """A pure step sending each message to each of ``targets`` in turn."""
+
+    pure_messages = True
+
+    def __init__(self, *targets: Ref) -> None:
+        self.targets = targets
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        for target in self.targets:
+            turn.message(target, value)
+
+
+def test_a_route_sends_its_stages_in_the_order_the_turns_commit() -> None:
+    """The entry hands the message to a relay into its dataspace (inline), whose rule sends it
+    to ``second`` in the dataspace's turn, and to ``first`` itself: the turns deliver to
+    ``first`` before ``second``, and so must the route."""
+    node = _Actor()
+    ds = node.ds
+    log: list = []
+    first, second = (Ref(node.out.facet, _Log(name, log)) for name in ("first", "second"))
+    node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (second, c[0])))
+    into = node.entry(lambda x: (ds, Record(B, (x,))))
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_Tee(into, first))))
+    route = derive(box[0])
+    assert route is not None and len(route) == 2
+    assert node.deliver(box[0], 1)
+    assert log == [("first", 1), ("second", 1)]
+
+
+def test_a_step_sending_to_its_own_actor_behind_other_work_makes_no_route() -> None:
+    """A batch to an entity of its own actor that is not a dataspace is queued behind what the
+    turn sent elsewhere: a route, sending everything at once, would change the order."""
+    node = _Actor()
+    log: list = []
+    box: list[Ref] = []
+    sched = node.sched
+    far = sched.spawn(lambda t: None, name="far")
+    near = sched.spawn(lambda t: None, name="near")
+    sched.run_until_idle()
+    last = Ref(far.root, _Log("last", log))
+    box.append(Ref(near.root, _Log("near", log, forward=last)))  # forwards in a turn of its own
+    node.act(lambda t: box.append(t.ref(_Tee(last))))  # pure, but neither inline nor prompt
+    node.act(lambda t: box.append(t.ref(_Tee(box[0], box[1]))))
+    entry = box[2]
+    assert derive(entry) is None
+    assert not node.deliver(entry, 1)
+    assert log == [("near", 1), ("last", 1), ("last", 1)]
+
+
+def test_a_route_has_no_effect_while_it_is_worked_out() -> None:
+    """A step that claims to be pure but asserts is refused before anything happens."""
+    node = _Actor()
+    log: list = []
+    box: list[Ref] = []
+
+    class _Inline(Entity):
+        inline = True
+        pure_messages = True
+
+        def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+            log.append(value)
+
+    node.act(lambda t: box.append(t.ref(_Inline())))
+    node.act(lambda t: box.append(t.ref(_Publisher(box[0]))))
+    assert derive(box[1]) is None
+    assert log == []
+
+
+def test_no_route_into_an_actor_that_crashed() -> None:
+    node = _Actor()
+    out = node.out
+    entry = node.entry(lambda x: (out, x))
+    assert node.deliver(entry, 1)
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_Failing())))
+    node.sched.send(node.sender, {node.actor: [(MESSAGE, box[0], 0, None)]})
+    node.sched.run_until_idle()
+    assert not node.actor.alive
+    assert not node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1)]
+
+
 # -- when a route stops holding ------------------------------------------------------------------
 
 
@@ -245,35 +381,81 @@ def test_a_route_through_a_stopped_facet_is_dropped() -> None:
     assert node.seen.events == [("!", 1)]
 
 
-def test_a_step_that_is_not_pure_ends_the_routes_of_its_actor() -> None:
+class _Switch(Entity):
+    """Sends each message to its current target: a pure step whose state only an action or a
+    handler that is not pure changes."""
+
+    pure_messages = True
+
+    def __init__(self, target: Ref) -> None:
+        self.target = target
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        turn.message(self.target, value)
+
+
+def _switch(node: _Actor) -> tuple[_Switch, Ref, Recorder]:
+    """A switch in the node's actor sending to the recorder, and a second recorder."""
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_Switch(node.out))))
+    return box[0].entity, box[0], Recorder()  # type: ignore[return-value]
+
+
+def test_an_action_of_the_actor_ends_its_routes() -> None:
+    node = _Actor()
+    switch, entry, other = _switch(node)
+    assert node.deliver(entry, 1)
+    elsewhere = Ref(node.out.facet, other)
+    node.act(lambda t: setattr(switch, "target", elsewhere))  # sends nothing to the actor
+    assert node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1)] and other.events == [("!", 2)]
+
+
+def test_a_message_to_a_step_that_is_not_pure_ends_the_routes_of_its_actor() -> None:
+    node = _Actor()
+    ds = node.ds
+    switch, entry, other = _switch(node)
+    elsewhere = Ref(node.out.facet, other)
+
+    def handler(t: Turn) -> None:
+        switch.target = elsewhere
+
+    node.act(lambda t: on_message(t, ds, rec_group(A, []), handler))
+    assert node.deliver(entry, 1)
+    node.sched.send(node.sender, {node.actor: [(MESSAGE, ds, record("a"), None)]})  # no action
+    node.sched.run_until_idle()
+    assert node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1)] and other.events == [("!", 2)]
+
+
+def test_an_assertion_from_another_actor_ends_the_routes() -> None:
     node = _Actor()
     ds, out = node.ds, node.out
-    node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
+    node.forward(rec_group(B, [bind()]), lambda c: c[0])
     entry = node.entry(lambda x: (ds, Record(B, (x,))))
     assert node.deliver(entry, 1)
-    routes = node.actor.routes
-    assert routes
-
-    def handler(t: Turn, x: Value) -> None:
-        t.message(out, record("handled", x))
-
-    node.act(lambda t: on_message(t, ds, rec_group(A, [bind()]), handler))  # drops them
-    node.act(lambda t: None)
-    assert node.actor.routes is None
-    assert node.deliver(entry, 2)
-    assert node.actor.routes  # worked out again
-    node.act(lambda t: t.message(ds, record("a", 3)))  # the handler runs: dropped again
-    assert node.actor.routes is None
+    other = Recorder()
+    elsewhere = Ref(out.facet, other)
+    pattern = rec_group(B, [bind()])
+    node.sched.send(node.sender, {node.actor: [(PUBLISH, ds, observe(pattern, elsewhere), 1)]})
+    node.sched.run_until_idle()
+    node.deliver(entry, 2)  # (no route now: the new observer is sent the captures (2,))
+    assert node.seen.events == [("!", 1), ("!", 2)] and other.events == [("!", (2,))]
 
 
 def test_no_route_is_followed_while_anything_is_queued() -> None:
     node = _Actor()
     out = node.out
     entry = node.entry(lambda x: (out, x))
+    batch = [(MESSAGE, entry, "second", None)]
     node.sched.enqueue(node.actor, node.facet, lambda t: t.message(out, "first"))
-    assert not follow(node.sched, node.sender, {node.actor: [(MESSAGE, entry, "second", None)]})
+    assert not follow(node.sched, node.sender, {node.actor: batch})
     node.sched.run_until_idle()
     assert node.seen.events == [("!", "first")]
+    inside: list[bool] = []  # nor from inside a turn, whose effects are not committed yet
+    node.sched.spawn(lambda t: inside.append(follow(node.sched, node.sender, {node.actor: batch})))
+    node.sched.run_until_idle()
+    assert inside == [False]
 
 
 # -- whole overlays: the same histories and bytes with and without routes -----------------------
@@ -419,6 +601,27 @@ def test_messages_crossing_a_chain_follow_routes_at_the_nodes_they_only_pass(pro
     run.settle()
     assert watcher.events == [("!", (i,)) for i in range(10)]
     assert run.scheduler.routed == 20  # at n1 and at n0, each message
+
+
+def test_a_subscriber_that_joins_later_is_not_missed_by_a_route() -> None:
+    """n0 ← n1 ← n2 and n3 ← n1: messages from n2 to n0 follow a route at n1; when n3 subscribes
+    too, its subscription reaches n1 as an assertion on a link, and the route makes way."""
+    run = _Run("aggregate-subs", [0, 1, 1])
+    work = run.work
+    first, publisher, second = (work.attach(run.nodes[i]) for i in (0, 2, 3))
+    seen = [_History(), _History()]
+    work.observe(first, rec_group(A, [bind()]), seen[0])  # type: ignore[arg-type]
+    run.settle()
+    work.send(publisher, record("a", 1))
+    run.settle()
+    routed = run.scheduler.routed
+    assert routed
+    work.observe(second, rec_group(A, [bind()]), seen[1])  # type: ignore[arg-type]
+    run.settle()
+    work.send(publisher, record("a", 2))
+    run.settle()
+    assert run.scheduler.routed > routed
+    assert seen[0].events == [("!", (1,)), ("!", (2,))] and seen[1].events == [("!", (2,))]
 
 
 def test_copy_up_messages_have_no_route_they_look_at_what_they_carry() -> None:
