@@ -142,7 +142,7 @@ def test_a_rule_stops_in_the_turn_its_match_goes() -> None:
     assert seen.events == [("!", record("got", 1))]
 
 
-TURNS = {"copy-up": 8, "observer-flood": 5, "aggregate-subs": 4}
+TURNS = {"copy-up": 4, "observer-flood": 5, "aggregate-subs": 4}
 """Turns per message from a client at n2 to an observer at n0 (over relays carrying real
 frames; clients' turns included). With every rule step in a turn of its own: 13, 15, 17; with
 a turn of each relay actor sending to the far side (before :meth:`feds.relay.Relay.take`):
@@ -151,9 +151,11 @@ as it arrives, :meth:`feds.relay.Relay._apply_now`): 8, 11, 11. copy-up's 6 beca
 child's offers went to its inbox at the parent (one turn of the inbox per hop up), as
 aggregate-subs' answers go to theirs. aggregate-subs' 9 became 8 when its next-hop rule took the
 publisher's node's local matches from ``<local …>`` (no ``<pub n2 pat vs>`` turn at n2).
-observer-flood's 9 and aggregate-subs' 8 became 5 and 4 when a message crossing n1 and arriving
-at n0 followed its route there (:mod:`feds.routes`): no turn of those nodes at all. copy-up's
-messages look at what they carry (is it an Observe?), so they have no routes."""
+copy-up's 8, observer-flood's 9 and aggregate-subs' 8 became 4, 5 and 4 when a message crossing
+n1 and arriving at n0 followed its route there (:mod:`feds.routes`): no turn of those nodes at
+all, only the client's, n2's (the client reaches n2 by refs here, not over a relay, so it takes
+the turns: local access and the fragment, and for observer-flood the fragment again for the
+``<at e x>`` its answer makes) and the watcher's."""
 
 
 @pytest.mark.parametrize("protocol", protocol_names())

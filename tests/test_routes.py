@@ -21,52 +21,13 @@ from feds.dataspace import Dataspace, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
 from feds.reactive import on_message, relay, relay_object
-from feds.routes import _Looked, _Probe, _Trace, derive, follow
+from feds.routes import MAX_VARIANTS, derive, follow
 from feds.runtime import NodeRuntime
 from feds.sim.reference import Workload
 from feds.values import Record, Symbol, Value, record
 from tests.recording import Recorder
 
 A, B = Symbol("a"), Symbol("b")
-
-
-# -- the probe -----------------------------------------------------------------------------------
-
-
-LOOKS = {
-    "class": lambda p: p.__class__,
-    "attribute": lambda p: p.fields,
-    "equality": lambda p: p == 1,
-    "equality, reflected": lambda p: 1 == p,  # noqa: SIM300 (the other side asks first)
-    "record equality": lambda p: record("a", 1) == p,
-    "hash": hash,
-    "dict key": lambda p: {p: 1},
-    "length": len,
-    "items": list,
-    "item": lambda p: p[0],
-    "truth": bool,
-    "isinstance": lambda p: isinstance(p, tuple),
-    "order": lambda p: p < 1,
-    "arithmetic": lambda p: p + 1,
-    "membership": lambda p: 1 in p,
-}
-
-
-@pytest.mark.parametrize("look", list(LOOKS), ids=list(LOOKS))
-def test_the_probe_notices_every_look_at_it(look: str) -> None:
-    trace = _Trace()
-    probe = _Probe(trace)
-    with pytest.raises(_Looked):
-        LOOKS[look](probe)
-    assert trace.looked
-
-
-def test_the_probe_passes_identity_and_is_shown_in_logs() -> None:
-    trace = _Trace()
-    probe = _Probe(trace)
-    assert probe is probe and probe is not None and (probe,) != ()
-    assert not trace.looked
-    assert repr(probe) == "<probe>" and trace.looked  # a log line marks it, without raising
 
 
 # -- deriving a route ------------------------------------------------------------------------------
@@ -121,8 +82,9 @@ def test_a_step_that_passes_its_message_on_has_a_route_to_where_it_goes() -> Non
     node = _Actor()
     out = node.out
     entry = node.entry(lambda x: (out, x))
-    route = derive(entry)
-    assert route == (((out.actor, ((out, None),)),),)
+    route = derive(entry, 1)
+    assert route.select is None  # it looked at nothing: any payload, sent as it came
+    assert route.stages == (((out.actor, ((out, 0),)),),)
     assert node.deliver(entry, 1, "two", (3,))
     assert node.seen.events == [("!", 1), ("!", "two"), ("!", (3,))]
 
@@ -132,22 +94,27 @@ def test_a_route_passes_through_the_dataspace_and_its_rules() -> None:
     out, ds = node.out, node.ds
     node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
     entry = node.entry(lambda x: (ds, Record(B, (x,))))  # <b x> into the dataspace, x out
-    route = derive(entry)
-    assert route is not None and len(route) == 1  # the dataspace's turn sends it out
+    route = derive(entry, "x")
+    assert route.select is None and len(route.stages) == 1  # the dataspace's turn sends it
     turns = node.sched.turns_run
     assert node.deliver(entry, "x", 5)
     assert node.sched.turns_run - turns == 1  # the recorder's only
     assert node.seen.events == [("!", "x"), ("!", 5)]
 
 
-def test_a_captures_tuple_passed_on_item_by_item_has_a_route_per_length() -> None:
+def test_a_route_holds_for_the_payloads_the_steps_would_look_at_alike() -> None:
+    """The step takes item 0 of a tuple: the route holds for tuples of the same length, with
+    any items; another length gets a route of its own."""
     node = _Actor()
     out = node.out
-    entry = node.entry(lambda c: (out, c[0]))  # looks into the tuple, not at its item
-    assert derive(entry) is None
-    assert derive(entry, 1) == (((out.actor, ((out, 0),)),),)
-    assert node.deliver(entry, ("x",), (2,))
-    assert node.seen.events == [("!", "x"), ("!", 2)]
+    entry = node.entry(lambda c: (out, c[0]))
+    route = derive(entry, ("x",))
+    assert route.select is not None and route.stages == (((out.actor, ((out, 0),)),),)
+    assert route.select(("y",)) == ("y",) and route.select((1, 2)) is None
+    assert route.select("not a tuple") is None
+    assert node.deliver(entry, ("x",), (2,), (3, 4))
+    assert node.seen.events == [("!", "x"), ("!", 2), ("!", 3)]
+    assert len(node.actor.routes[entry]) == 2  # type: ignore[index]
 
 
 def test_a_route_sends_the_very_item_it_was_derived_with() -> None:
@@ -155,11 +122,9 @@ def test_a_route_sends_the_very_item_it_was_derived_with() -> None:
     out = node.out
     second = node.entry(lambda c: (out, c[1]))
     swapped = node.entry(lambda c: (out, (c[1], c[0])))  # the same items, not as they came
-    assert derive(second, 2) == (((out.actor, ((out, 1),)),),)
-    assert derive(swapped, 2) is None
     assert node.deliver(second, (1, 2))
-    assert not node.deliver(swapped, (1, 2))
-    assert node.seen.events == [("!", 2), ("!", (2, 1))]
+    assert node.deliver(swapped, (1, 2), ("a", "b"))
+    assert node.seen.events == [("!", 2), ("!", (2, 1)), ("!", ("b", "a"))]
 
 
 class _CountingDataspace(Dataspace):
@@ -184,32 +149,44 @@ def test_no_route_through_a_dataspace_whose_messages_are_not_pure() -> None:
     (ds,) = box
     node.act(lambda t: relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0])))
     entry = node.entry(lambda x: (ds, Record(B, (x,))))
-    assert derive(entry) is None
+    assert derive(entry, 1).stages is None
     assert not node.deliver(entry, 1, 2)
     assert ds.entity.messages == 2  # type: ignore[attr-defined]
     assert node.seen.events == [("!", 1), ("!", 2)]
 
 
-def test_a_rule_that_looks_inside_the_payload_makes_no_route() -> None:
+def test_a_rule_that_looks_inside_the_payload_makes_a_route_for_what_it_saw() -> None:
     node = _Actor()
     ds = node.ds
     node.forward(rec_group(B, [lit(1)]))  # the index compares the field with 1
     entry = node.entry(lambda x: (ds, Record(B, (x,))))
-    assert derive(entry) is None
-    assert not node.deliver(entry, 1, 2)
-    assert node.seen.events == [("!", ())]
+    one, two = derive(entry, 1), derive(entry, 2)
+    assert one.select is not None and one.select(1) == ((),) and one.select(2) is None
+    assert one.select(True) is None and one.select(1.0) is None  # type-exact, as the index
+    assert len(one.stages) == 1 and two.stages == ()  # <b 2> goes nowhere
+    assert node.deliver(entry, 1, 2, 1, True)
+    assert node.seen.events == [("!", ()), ("!", ())]
 
 
-def test_a_message_sent_out_wrapped_around_the_payload_makes_no_route() -> None:
-    """Routes send payloads on as they came, or an item of them: anything built around them
-    is left to the turns."""
+def test_a_route_rebuilds_what_the_steps_built_around_the_payload() -> None:
     node = _Actor()
     ds = node.ds
-    node.forward(rec_group(B, [bind()]), lambda c: record("got", c[0]))
+    node.forward(rec_group(B, [bind()]), lambda c: record("got", c[0], "!"))
     entry = node.entry(lambda x: (ds, Record(B, (x,))))
-    assert derive(entry) is None
-    assert not node.deliver(entry, 1)
-    assert node.seen.events == [("!", record("got", 1))]
+    assert node.deliver(entry, 1, (2, 3))
+    assert node.seen.events == [("!", record("got", 1, "!")), ("!", record("got", (2, 3), "!"))]
+
+
+def test_a_payload_that_fits_none_of_the_entrys_many_routes_takes_the_turns() -> None:
+    node = _Actor()
+    ds = node.ds
+    for value in range(MAX_VARIANTS + 1):  # a rule per constant: a route per constant
+        node.forward(rec_group(B, [lit(value)]), lambda c, v=value: v)
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert node.deliver(entry, *range(MAX_VARIANTS))
+    assert len(node.actor.routes[entry]) == MAX_VARIANTS  # type: ignore[index]
+    assert not node.deliver(entry, MAX_VARIANTS)
+    assert node.seen.events == [("!", v) for v in range(MAX_VARIANTS + 1)]
 
 
 def test_no_route_through_a_step_that_is_not_pure() -> None:
@@ -217,7 +194,7 @@ def test_no_route_through_a_step_that_is_not_pure() -> None:
     ds, out = node.ds, node.out
     node.act(lambda t: on_message(t, ds, rec_group(B, [bind()]), lambda t, x: t.message(out, x)))
     entry = node.entry(lambda x: (ds, Record(B, (x,))))
-    assert derive(entry) is None
+    assert derive(entry, 7).stages is None
     assert not node.deliver(entry, 7)
     assert node.seen.events == [("!", 7)]
 
@@ -246,7 +223,7 @@ def test_no_route_through_a_step_that_asserts_or_fails_and_the_turns_do_what_the
     box: list[Ref] = []
     node.act(lambda t: box.extend([t.ref(_Publisher(node.out)), t.ref(_Failing())]))
     publisher, failing = box
-    assert derive(publisher) is None and derive(failing) is None
+    assert derive(publisher, 1).stages is None and derive(failing, 1).stages is None
     assert not node.deliver(publisher, 1)
     assert list(node.seen.live.values()) == [1]
     assert not node.deliver(failing, 1)
@@ -290,8 +267,8 @@ def test_a_route_sends_its_stages_in_the_order_the_turns_commit() -> None:
     into = node.entry(lambda x: (ds, Record(B, (x,))))
     box: list[Ref] = []
     node.act(lambda t: box.append(t.ref(_Tee(into, first))))
-    route = derive(box[0])
-    assert route is not None and len(route) == 2
+    route = derive(box[0], 1)
+    assert route.stages is not None and len(route.stages) == 2
     assert node.deliver(box[0], 1)
     assert log == [("first", 1), ("second", 1)]
 
@@ -311,7 +288,7 @@ def test_a_step_sending_to_its_own_actor_behind_other_work_makes_no_route() -> N
     node.act(lambda t: box.append(t.ref(_Tee(last))))  # pure, but neither inline nor prompt
     node.act(lambda t: box.append(t.ref(_Tee(box[0], box[1]))))
     entry = box[2]
-    assert derive(entry) is None
+    assert derive(entry, 1).stages is None
     assert not node.deliver(entry, 1)
     assert log == [("near", 1), ("last", 1), ("last", 1)]
 
@@ -331,7 +308,7 @@ def test_a_route_has_no_effect_while_it_is_worked_out() -> None:
 
     node.act(lambda t: box.append(t.ref(_Inline())))
     node.act(lambda t: box.append(t.ref(_Publisher(box[0]))))
-    assert derive(box[1]) is None
+    assert derive(box[1], 1).stages is None
     assert log == []
 
 
@@ -360,7 +337,7 @@ def test_a_new_observer_ends_the_route_that_did_not_know_it() -> None:
     assert node.deliver(entry, 1)
     node.forward(rec_group(B, [lit(1)]))  # an assertion at the dataspace
     assert node.actor.routes is None
-    assert not node.deliver(entry, 1)  # now the index looks at it: no route
+    assert node.deliver(entry, 1)  # a new route, which knows the new rule
     assert node.seen.events == [("!", 1), ("!", 1), ("!", ())]
 
 
@@ -624,7 +601,7 @@ def test_a_subscriber_that_joins_later_is_not_missed_by_a_route() -> None:
     assert seen[0].events == [("!", (1,)), ("!", (2,))] and seen[1].events == [("!", (2,))]
 
 
-def test_copy_up_messages_have_no_route_they_look_at_what_they_carry() -> None:
+def test_copy_up_messages_follow_routes_that_check_they_are_not_observes() -> None:
     run = _Run("copy-up", [0, 1])
     work = run.work
     subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
@@ -634,7 +611,7 @@ def test_copy_up_messages_have_no_route_they_look_at_what_they_carry() -> None:
     work.send(publisher, record("a", 1))
     run.settle()
     assert watcher.events == [("!", (1,))]
-    assert run.scheduler.routed == 0
+    assert run.scheduler.routed == 2  # up at n1 (to n0's inbox), and down at n0
 
 
 def test_a_route_is_followed_for_a_packet_only_if_every_event_of_it_has_one() -> None:
