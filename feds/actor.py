@@ -78,15 +78,16 @@ class Entity:
     """
 
     pure_messages: ClassVar[bool] = False
-    """Whether :meth:`on_message` only sends messages, chosen by the message and by state that
-    only other kinds of event change (assertions, retractions, syncs, a facet stopping).
-
-    Then what a message does here follows from the message alone while the actor handles
-    nothing else, and a message route (:mod:`feds.routes`) may stand for the step: the
-    dataspace, local access and the protocols' rule steps say so. An entity whose messages
-    change anything (a counter, a user's handler) leaves it False, the default; one that sets
-    it must also never test a message by identity or with ``type()`` (a route is worked out
-    with a stand-in that notices every other look).
+    """Whether this entity keeps the contract that lets a message route (:mod:`feds.routes`)
+    stand for it: :meth:`on_message` only sends messages, chosen by the message, by the
+    entity's configuration, by the handlers of dataspaces and by which facets are alive; and
+    nothing the entity does otherwise (its assertions and retractions) changes what any such
+    step sends, except by adding or removing a dataspace's handler, or by creating or stopping
+    a facet, which drop the actor's routes (:attr:`Actor.routes`). The dataspace, local access
+    and the protocols' rule steps keep it. An entity whose messages change anything (a
+    counter, a user's handler) leaves it False, the default; one that sets it must also never
+    test a message by identity or with ``type()`` (a route is worked out on a witness of the
+    message, :mod:`feds.witness`, which notices every other look).
     """
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
@@ -193,12 +194,13 @@ class Actor:
         """Batches queued for this actor whose turn has not begun."""
         self.routes: dict | None = None
         """The message routes worked out for this actor's entities (:mod:`feds.routes`), or
-        None. Dropped (set to None) whenever the actor may change: a turn that handles an event
-        other than a message to a :attr:`~Entity.pure_messages` entity (dropped as it begins),
-        an action turn, a message to an inline step that is not pure. Nothing else changes an
-        actor: a pure step only sends messages, so a facet stops, a rule comes or goes, only in
-        a turn that dropped them already. So a route is followed only while the actor's state
-        is the one it was worked out in."""
+        None. Dropped (set to None) whenever what a pure step sends may change: a turn that
+        handles an event for an entity that is not :attr:`~Entity.pure_messages` (dropped as
+        it begins, or as the event reaches an inline step), an action turn (it may do
+        anything), a facet created or stopped, a dataspace's handler added or removed
+        (:class:`feds.dataspace.Dataspace`). Assertions into pure entities (data entering the
+        fragment) leave them standing. So a route is followed only while everything it stands
+        for is as it was when it was worked out."""
 
     def __repr__(self) -> str:
         return f"<actor {self.name}>"
@@ -209,7 +211,6 @@ kind_of, ref_of = itemgetter(0), itemgetter(1)
 step per event."""
 _prompt = attrgetter("entity.prompt")
 _pure = attrgetter("entity.pure_messages")
-_MESSAGES_ONLY: Final = frozenset((MESSAGE,))
 
 SCAN_IN_C: Final = 16
 """The length from which a batch is scanned in C rather than with a Python loop: setting up a
@@ -217,17 +218,13 @@ scan in C (a ``map`` and an ``all`` or a ``set``) costs about ten events' worth 
 lone event's batch would pay more for it (cachegrind, a lone message crossing a node)."""
 
 
-def pure_messages_only(batch: list[tuple]) -> bool:
-    """Whether every event of ``batch`` is a message to a :attr:`~Entity.pure_messages`
-    entity: handling it leaves the actor's message routes standing (:attr:`Actor.routes`)."""
+def pure_only(batch: list[tuple]) -> bool:
+    """Whether every event of ``batch`` is for a :attr:`~Entity.pure_messages` entity: handling
+    it leaves the actor's message routes standing, but for what handler changes and facets
+    drop (:attr:`Actor.routes`)."""
     if len(batch) >= SCAN_IN_C:
-        return _MESSAGES_ONLY.issuperset(map(kind_of, batch)) and all(
-            map(_pure, map(ref_of, batch))
-        )
-    for kind, ref, _payload, _handle in batch:
-        if kind != MESSAGE or not ref.entity.pure_messages:
-            return False
-    return True
+        return all(map(_pure, map(ref_of, batch)))
+    return all(event[1].entity.pure_messages for event in batch)
 
 
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
@@ -298,6 +295,8 @@ class Turn:
             if not facet.alive:
                 return
             entity = ref.entity
+            if not entity.pure_messages:  # it may change what a route stands for
+                self.actor.routes = None
             saved = self.facet
             self.facet = facet
             if kind == PUBLISH:
@@ -431,6 +430,7 @@ class Turn:
 
     def new_facet(self, boot: TurnAction) -> Facet:
         """Create a child facet of the current one and run ``boot`` in it, within this turn."""
+        self.actor.routes = None  # what it sets up may take part in a route
         child = Facet(self.actor, self.facet)
         self.in_facet(child, boot)
         return child
@@ -478,6 +478,7 @@ class Turn:
     def _finish(self) -> None:
         """Process requested stops (they may add effects), then commit everything."""
         if self._stops is not None:
+            self.actor.routes = None  # a route may pass through a facet that stops
             self._run_stops()
         actor = self.actor
         if self._gone is not None:
@@ -711,7 +712,7 @@ class Scheduler:
         """Handle ``batch`` from ``start`` in ``turn`` (a new one if None), at most ``room``
         events of it (the rest is left open, see :meth:`run_until_idle`); return how many."""
         if turn is None:
-            if actor.routes is not None and not pure_messages_only(batch):
+            if actor.routes is not None and not pure_only(batch):
                 actor.routes = None
             if len(batch) > 1:
                 batch = adds_before_removes(batch)

@@ -123,6 +123,7 @@ class Dataspace(Entity):
         observer = _Observer(self, ref, inline)
         self.observers[value] = (skeleton, observer, 1)
         self.index.add_handler(skeleton, observer)
+        turn.actor.routes = None  # a message may now reach this observer too
 
     def on_retract(self, turn: Turn, handle: Handle) -> None:
         value = self.assertions.pop(handle, None)
@@ -143,6 +144,7 @@ class Dataspace(Entity):
             else:
                 del self.observers[value]
                 self.index.remove_handler(skeleton, observer)
+                turn.actor.routes = None  # messages no longer reach this observer
                 observer.withdraw(turn)
         self.index.remove_assertion(value)
 

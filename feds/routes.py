@@ -44,7 +44,7 @@ applies.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, Final
@@ -209,6 +209,7 @@ def _route(routes: dict, ref: Ref, payload: Value) -> tuple[Route, tuple] | None
 
 
 _MESSAGES_ONLY: Final = frozenset((MESSAGE,))
+_payload_of = itemgetter(2)
 
 
 def follow(scheduler: Scheduler, sender: Actor, batches: dict[Actor, list[tuple]]) -> bool:
@@ -221,40 +222,51 @@ def follow(scheduler: Scheduler, sender: Actor, batches: dict[Actor, list[tuple]
     ((actor, events),) = batches.items()
     if not actor.alive:
         return False
-    if len(events) >= SCAN_IN_C:
-        if not _MESSAGES_ONLY.issuperset(map(kind_of, events)):
+    n = len(events)
+    if n == 1:  # a round trip's packet: no scans, no batches made in C
+        kind, ref, payload, _handle = events[0]
+        if kind != MESSAGE or not ref.entity.pure_messages:
             return False
-        entries = set(map(ref_of, events))
+        routes = actor.routes
+        if routes is None:
+            routes = actor.routes = {}
+        found = _route(routes, ref, payload)
+        if found is None:
+            return False
+        _send_stages(scheduler, actor, (found,))
     else:
-        entries = set()
-        for kind, ref, _payload, _handle in events:
-            if kind != MESSAGE:
+        if n >= SCAN_IN_C:
+            if not _MESSAGES_ONLY.issuperset(map(kind_of, events)):
                 return False
-            entries.add(ref)
-    for ref in entries:  # refused at once where no route can start
-        if not ref.entity.pure_messages:
-            return False
-    routes = actor.routes
-    if routes is None:
-        routes = actor.routes = {}
-    payloads = [event[2] for event in events]
-    if len(entries) != 1 or not _follow_entry(scheduler, actor, routes, events[0][1], payloads):
-        found = [_route(routes, event[1], event[2]) for event in events]
-        if None in found:
-            return False
-        _send_stages(scheduler, actor, found)  # type: ignore[arg-type]
-    actor.work += len(events)  # the work its turns would have done (feds.node.Node.local_flush)
-    scheduler.routed += len(events)
+            entries = set(map(ref_of, events))
+        else:
+            entries = set()
+            for kind, ref, _payload, _handle in events:
+                if kind != MESSAGE:
+                    return False
+                entries.add(ref)
+        for ref in entries:  # refused at once where no route can start
+            if not ref.entity.pure_messages:
+                return False
+        routes = actor.routes
+        if routes is None:
+            routes = actor.routes = {}
+        if len(entries) != 1 or not _follow_entry(scheduler, actor, routes, events):
+            found_all = [_route(routes, event[1], event[2]) for event in events]
+            if None in found_all:
+                return False
+            _send_stages(scheduler, actor, found_all)  # type: ignore[arg-type]
+    actor.work += n  # the work its turns would have done (feds.node.Node.local_flush)
+    scheduler.routed += n
     return True
 
 
-def _follow_entry(
-    scheduler: Scheduler, actor: Actor, routes: dict, ref: Ref, payloads: list[Value]
-) -> bool:
+def _follow_entry(scheduler: Scheduler, actor: Actor, routes: dict, events: list[tuple]) -> bool:
     """Follow one route for a packet of messages to one entry, if one route holds for all of
     them, with the batches made in C (a Python call per message at most: the route's
     selector); False, having sent nothing, if it does not."""
-    found = _route(routes, ref, payloads[0])
+    payloads = list(map(_payload_of, events))
+    found = _route(routes, events[0][1], payloads[0])
     if found is None:
         return False
     route = found[0]
@@ -281,10 +293,13 @@ def _follow_entry(
     return True
 
 
-def _send_stages(scheduler: Scheduler, actor: Actor, found: list[tuple[Route, tuple]]) -> None:
+def _send_stages(scheduler: Scheduler, actor: Actor, found: Sequence[tuple[Route, tuple]]) -> None:
     """Send, stage by stage as the actor's turns would commit, what the routes ``found`` (one
     per message, with the values each makes of its payload) say."""
-    depth = max(len(route.stages) for route, _made in found)  # type: ignore[arg-type]
+    depth = 0
+    for route, _made in found:
+        if len(route.stages) > depth:  # type: ignore[arg-type]
+            depth = len(route.stages)  # type: ignore[arg-type]
     for k in range(depth):
         out: dict[Actor, list[tuple]] = {}
         for route, made in found:
@@ -294,6 +309,7 @@ def _send_stages(scheduler: Scheduler, actor: Actor, found: list[tuple[Route, tu
                     batch = out.get(target)
                     if batch is None:
                         batch = out[target] = []
-                    batch.extend((MESSAGE, ref, made[i], None) for ref, i in sends)
+                    for ref, i in sends:
+                        batch.append((MESSAGE, ref, made[i], None))
         if out:
             scheduler.send(actor, out)

@@ -16,11 +16,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from feds import relay as relay_module
-from feds.actor import MESSAGE, PUBLISH, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.actor import MESSAGE, PUBLISH, RETRACT, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
 from feds.dataspace import Dataspace, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
-from feds.reactive import on_message, relay, relay_object
+from feds.reactive import during, on_message, relay, relay_object
 from feds.routes import MAX_VARIANTS, derive, follow
 from feds.runtime import NodeRuntime
 from feds.sim.reference import Workload
@@ -405,19 +405,149 @@ def test_a_message_to_a_step_that_is_not_pure_ends_the_routes_of_its_actor() -> 
     assert node.seen.events == [("!", 1)] and other.events == [("!", 2)]
 
 
-def test_an_assertion_from_another_actor_ends_the_routes() -> None:
+def _publish_from_elsewhere(node: _Actor, target: Ref, value: Value) -> int:
+    """Assert ``value`` at ``target`` as a relay's packet would (no action of the node)."""
+    handle = node.sched.new_handle()
+    node.sched.send(node.sender, {node.actor: [(PUBLISH, target, value, handle)]})
+    node.sched.run_until_idle()
+    return handle
+
+
+def _retract_from_elsewhere(node: _Actor, target: Ref, handle: int) -> None:
+    node.sched.send(node.sender, {node.actor: [(RETRACT, target, None, handle)]})
+    node.sched.run_until_idle()
+
+
+def test_a_new_observer_ends_the_routes_that_did_not_know_it() -> None:
     node = _Actor()
     ds, out = node.ds, node.out
     node.forward(rec_group(B, [bind()]), lambda c: c[0])
     entry = node.entry(lambda x: (ds, Record(B, (x,))))
     assert node.deliver(entry, 1)
     other = Recorder()
-    elsewhere = Ref(out.facet, other)
-    pattern = rec_group(B, [bind()])
-    node.sched.send(node.sender, {node.actor: [(PUBLISH, ds, observe(pattern, elsewhere), 1)]})
-    node.sched.run_until_idle()
-    node.deliver(entry, 2)  # (no route now: the new observer is sent the captures (2,))
-    assert node.seen.events == [("!", 1), ("!", 2)] and other.events == [("!", (2,))]
+    watching = observe(rec_group(B, [bind()]), Ref(out.facet, other))
+    handle = _publish_from_elsewhere(node, ds, watching)
+    assert node.actor.routes is None
+    assert node.deliver(entry, 2)
+    _retract_from_elsewhere(node, ds, handle)  # and a withdrawn one
+    assert node.actor.routes is None
+    assert node.deliver(entry, 3)
+    assert node.seen.events == [("!", 1), ("!", 2), ("!", 3)]
+    assert other.events == [("!", (2,))]
+
+
+def test_data_entering_the_dataspace_leaves_the_routes_standing() -> None:
+    """Assertions that are not Observes change no handler: a message's route is the same."""
+    node = _Actor()
+    ds = node.ds
+    node.forward(rec_group(B, [bind()]), lambda c: c[0])
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert node.deliver(entry, 1)
+    routes = node.actor.routes
+    handle = _publish_from_elsewhere(node, ds, record("b", "held"))
+    _retract_from_elsewhere(node, ds, handle)
+    assert node.actor.routes is routes and node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1), ("+", "held"), ("-", "held"), ("!", 2)]
+
+
+def test_a_rule_that_comes_or_goes_with_a_match_ends_the_routes() -> None:
+    """``during`` makes a facet per match and stops it when the match goes: both end the routes,
+    though neither is an action of the node nor an Observe from elsewhere."""
+    node = _Actor()
+    ds, out = node.ds, node.out
+    on = rec_group(Symbol("on"), [])
+
+    def forward(t: Turn) -> None:
+        relay(t, ds, rec_group(B, [bind()]), lambda c: (out, c[0]))
+
+    node.act(lambda t: during(t, ds, on, forward))
+    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    assert node.deliver(entry, 1)  # no rule yet: a route to nowhere
+    handle = _publish_from_elsewhere(node, ds, record("on"))
+    assert node.actor.routes is None
+    assert node.deliver(entry, 2)
+    assert node.actor.routes
+    _retract_from_elsewhere(node, ds, handle)
+    assert node.actor.routes is None
+    assert node.deliver(entry, 3)
+    assert node.seen.events == [("!", 2)]
+
+
+def test_a_step_set_up_in_a_new_facet_ends_the_routes() -> None:
+    """State a pure step reads may change as a facet is made (copy-up's uplink gives its offers
+    a parent so): the routes go, though nothing asserted is an Observe."""
+    node = _Actor()
+    ds = node.ds
+    switch, entry, other = _switch(node)
+    elsewhere = Ref(node.out.facet, other)
+    node.act(
+        lambda t: during(t, ds, rec_group(Symbol("on"), []), lambda f: _aim(switch, elsewhere))
+    )
+    assert node.deliver(entry, 1)
+    _publish_from_elsewhere(node, ds, record("on"))
+    assert node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1)] and other.events == [("!", 2)]
+
+
+def _aim(switch: _Switch, target: Ref) -> None:
+    switch.target = target
+
+
+def test_an_entry_whose_facet_stopped_follows_no_route() -> None:
+    """An inbox goes with its facet; a message to it is dropped, as its turn would drop it."""
+    node = _Actor()
+    ds, out = node.ds, node.out
+    box: list[Ref] = []
+
+    def inbox(t: Turn) -> None:
+        box.append(relay_object(t, lambda x: (out, x)))
+
+    node.act(lambda t: during(t, ds, rec_group(Symbol("on"), []), inbox))
+    handle = _publish_from_elsewhere(node, ds, record("on"))
+    assert node.deliver(box[0], 1)
+    _retract_from_elsewhere(node, ds, handle)  # the inbox's facet stops
+    node.deliver(box[0], 2)  # (a new route, to nowhere: a stopped facet hears nothing)
+    assert node.seen.events == [("!", 1)]
+
+
+class _Aimer(Entity):
+    """Points a switch at whatever is asserted to it: an entity that is not pure, whose events
+    may change what a pure step does."""
+
+    def __init__(self, switch: _Switch) -> None:
+        self.switch = switch
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.switch.target = value  # type: ignore[assignment]
+
+
+def test_an_event_for_an_entity_that_is_not_pure_ends_the_routes() -> None:
+    node = _Actor()
+    switch, entry, other = _switch(node)
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_Aimer(switch))))
+    assert node.deliver(entry, 1)
+    _publish_from_elsewhere(node, box[0], Ref(node.out.facet, other))
+    assert node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1)] and other.events == [("!", 2)]
+
+
+class _InlineAimer(_Aimer):
+    inline = True  # a rule step of the node's own actor, which the dataspace shows its matches
+
+
+def test_an_inline_step_that_is_not_pure_ends_the_routes_as_it_hears_an_assertion() -> None:
+    node = _Actor()
+    ds = node.ds
+    switch, entry, other = _switch(node)
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_InlineAimer(switch))))
+    aim = rec_group(Symbol("aim"), [bind()])
+    node.act(lambda t: relay(t, ds, aim, lambda c: (box[0], c[0])))
+    assert node.deliver(entry, 1)
+    _publish_from_elsewhere(node, ds, record("aim", Ref(node.out.facet, other)))  # data only
+    assert node.deliver(entry, 2)
+    assert node.seen.events == [("!", 1)] and other.events == [("!", 2)]
 
 
 def test_no_route_is_followed_while_anything_is_queued() -> None:
