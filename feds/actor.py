@@ -222,9 +222,7 @@ def pure_only(batch: list[tuple]) -> bool:
     """Whether every event of ``batch`` is for a :attr:`~Entity.pure_messages` entity: handling
     it leaves the actor's message routes standing, but for what handler changes and facets
     drop (:attr:`Actor.routes`)."""
-    if len(batch) >= SCAN_IN_C:
-        return all(map(_pure, map(ref_of, batch)))
-    return all(event[1].entity.pure_messages for event in batch)
+    return all(map(_pure, map(ref_of, batch)))  # in C: no Python frame per event
 
 
 def _queue(queue: deque, actor: Actor, target: Actor, batch: list[tuple]) -> None:
