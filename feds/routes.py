@@ -50,7 +50,7 @@ from operator import itemgetter
 from typing import Any, Final
 
 from feds.actor import MESSAGE, SCAN_IN_C, Actor, Ref, Scheduler, Turn, kind_of, ref_of
-from feds.values import Value
+from feds.values import Value, exact_key
 from feds.witness import Template, Trace, Unfaithful, Witness, selector, template
 
 __all__ = ["MAX_STAGES", "MAX_VARIANTS", "Route", "derive", "follow"]
@@ -131,6 +131,7 @@ def derive(entry: Ref, payload: Value) -> Route:
     if stages is None:
         return Route(selector(trace, []), None)
     templates: list[Template] = []
+    numbers: dict[Value, int] = {}  # each template's number, by its exact key (1 is not #t)
     sent: list[Stage] = []
     for stage in stages:
         out = []
@@ -140,9 +141,11 @@ def derive(entry: Ref, payload: Value) -> Route:
                 t = template(value)
                 if t is None:
                     return Route(selector(trace, []), None)
-                if t not in templates:
+                key = exact_key(t)
+                if key not in numbers:
+                    numbers[key] = len(templates)
                     templates.append(t)
-                sends.append((ref, templates.index(t)))
+                sends.append((ref, numbers[key]))
             out.append((target, tuple(sends)))
         sent.append(tuple(out))
     if not trace.guards and templates in ([("part", ())], []):
@@ -156,9 +159,11 @@ def _stages(entry: Ref, witness: Witness) -> list[list] | None:
     actor = entry.actor
     stages: list[list] = []
     pending: list[tuple[Ref, Value]] = [(entry, witness)]
+    turns = 0
     try:
         while pending:
-            if len(stages) == MAX_STAGES:
+            turns += 1
+            if turns > MAX_STAGES:  # steps that keep sending to their own actor
                 return None
             turn = _Recording(actor.root)
             for ref, value in pending:

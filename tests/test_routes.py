@@ -326,6 +326,49 @@ def test_no_route_into_an_actor_that_crashed() -> None:
     assert node.seen.events == [("!", 1)]
 
 
+def test_steps_that_keep_sending_to_their_own_actor_make_no_route() -> None:
+    """Two dataspaces of the node hand ``<echo x>`` to each other forever: the turns would
+    never end, and the route is refused rather than worked out forever."""
+    node = _Actor()
+    ds = node.ds
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(Dataspace())))
+    (other,) = box
+    echo = rec_group(Symbol("echo"), [bind()])
+    for here, there in ((ds, other), (other, ds)):
+        node.act(
+            lambda t, here=here, there=there: relay(
+                t, here, echo, lambda c, there=there: (there, record("echo", c[0]))
+            )
+        )
+    entry = node.entry(lambda x: (ds, record("echo", x)))
+    assert derive(entry, 1).stages is None
+
+
+def test_constants_a_route_sends_stay_type_exact() -> None:
+    """``1`` and ``#t`` are two values: a route sending both sends both."""
+    node = _Actor()
+    out = node.out
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_Tee(*(t.ref(_Constant(out, c)) for c in (1, True))))))
+    assert node.deliver(box[0], "x")
+    assert node.seen.events == [("!", (1, "x")), ("!", (True, "x"))]
+    assert [type(v[0]) for _k, v in node.seen.events] == [int, bool]
+
+
+class _Constant(Entity):
+    """Sends ``(constant, message)`` on: a route's template with a constant in it."""
+
+    inline = True
+    pure_messages = True
+
+    def __init__(self, target: Ref, constant: Value) -> None:
+        self.target, self.constant = target, constant
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        turn.message(self.target, (self.constant, value))
+
+
 # -- when a route stops holding ------------------------------------------------------------------
 
 
