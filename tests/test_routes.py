@@ -24,6 +24,9 @@ from feds.reactive import during, on_message, relay, relay_object
 from feds.routes import MAX_VARIANTS, derive, follow
 from feds.runtime import NodeRuntime
 from feds.sim.reference import Workload
+from feds.sim.runner import simulate
+from feds.sim.workload import WorkloadSpec
+from feds.topology import generate
 from feds.values import Record, Symbol, Value, record
 from tests.recording import Recorder
 
@@ -736,6 +739,23 @@ def test_routes_change_no_history_and_no_byte(
     assert routed[:3] == turns_only[:3]
     if routed[3]:
         event("messages followed routes")
+
+
+@pytest.mark.parametrize("protocol", protocol_names())
+def test_the_simulator_measures_the_same_with_and_without_routes(protocol: str) -> None:
+    """``feds simulate`` runs the real nodes: routes change its turns, not one link event,
+    byte, latency or state figure."""
+    topology = generate("random-tree:n=12", seed=3, base_port=0)
+    spec = WorkloadSpec(events=150, churn=20.0, wildcards=0.2, selectivity=0.6, rate=300.0)
+    routed = simulate(topology, protocol, spec, seed=11).to_json()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(relay_module, "follow", lambda *args: False)
+        turns_only = simulate(topology, protocol, spec, seed=11).to_json()
+    for run in (routed, turns_only):
+        del run["summary"]["wall_seconds"]
+    fewer = routed["summary"].pop("turns"), turns_only["summary"].pop("turns")
+    assert routed == turns_only
+    assert fewer[0] < fewer[1]
 
 
 @pytest.mark.parametrize("protocol", ["aggregate-subs", "observer-flood"])
