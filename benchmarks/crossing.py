@@ -11,9 +11,11 @@ and each part of ``b``'s work is timed, per message:
 * *decoding*: ``Decoder.decode`` of the frame: msgpack and the codec's hooks, which make the
   records and look up the references;
 * *relay checks and queueing*: the rest of ``Relay.receive``: the packet's and each event's
-  checks, and queueing the event for its target (the relay's receive minus the two above);
+  checks, and queueing the event for its target (the relay's receive minus the two above); for
+  a message that follows a route (:mod:`feds.routes`), also sending it on, encoded for ``a``;
 * *turns and packet out*: the node's turns for the event (its rules, the fragment's dispatch,
-  the proxy of the next hop encoding it) and the packet for ``a`` taken from the uplink relay.
+  the proxy of the next hop encoding it; none for a routed message) and the packet for ``a``
+  taken from the uplink relay.
 
 Beside them, the same for a floor node (``floor.py``'s sans-IO router: decode, one dict
 lookup, encode, the frame written) routing a frame of as many messages with the same payload.
