@@ -835,7 +835,7 @@ class Relay:
             if batches is not None:
                 self.stats.events_in += len(items)
                 self._membrane.unheld = 0
-                self._queue_batches(batches, entries)
+                self._queue_batches(batches, entries, True)
                 return
         check = self._check_bare_event if self._bare else self._check_event
         ops = [check(item) for item in items]
@@ -970,9 +970,11 @@ class Relay:
         membrane.unheld = refs
         has_refs = refs > 0
         batches: dict[Actor, list[tuple]] = {}
+        messages_only = True  # whether the packet may follow routes (feds.routes)
         try:
             for kind, oid, payload, handle in ops:
                 if kind is RETRACT:
+                    messages_only = False
                     held = self._forget(handle)
                     if held is None:
                         continue
@@ -987,6 +989,7 @@ class Relay:
                         continue
                     target = entry.ref
                     if kind is ASSERT:
+                        messages_only = False
                         local = self.scheduler.new_handle()
                         event = (actors.PUBLISH, target, payload, local)
                         held_entries = membrane.hold(payload) if has_refs else ()
@@ -1003,14 +1006,17 @@ class Relay:
         except Exception as exc:
             self.scheduler.crash(self.actor, exc)
             return
-        self._queue_batches(batches, entries)
+        self._queue_batches(batches, entries, messages_only)
 
-    def _queue_batches(self, batches: dict[Actor, list[tuple]], entries: list[_Entry]) -> None:
+    def _queue_batches(
+        self, batches: dict[Actor, list[tuple]], entries: list[_Entry], messages_only: bool
+    ) -> None:
         """Queue a packet's events for their targets, as the relay actor's turn would at its
-        commit (:meth:`_apply_now`); or, for messages with routes and no references, send on
-        at once what the target's turns would send for them (:func:`feds.routes.follow`)."""
+        commit (:meth:`_apply_now`); or, for a packet of messages with routes and no
+        references, send on at once what the target's turns would send for them
+        (:func:`feds.routes.follow`)."""
         self.actor.work += 1
-        if entries or not follow(self.scheduler, self.actor, batches):
+        if not messages_only or entries or not follow(self.scheduler, self.actor, batches):
             self.scheduler.send(self.actor, batches)
         membrane = self._membrane
         if entries:  # the decoded references' counts last until the events are queued

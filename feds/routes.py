@@ -109,7 +109,7 @@ class _Recording(Turn):
         Turn.message(self, ref, value)
 
     def _check(self, ref: Ref) -> None:
-        if ref.actor is self.actor and ref.entity.inline and not ref.entity.pure_messages:
+        if ref.actor is self.actor and ref.entity.inline and not ref.pure:
             raise _Refused
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
@@ -167,9 +167,9 @@ def _stages(entry: Ref, witness: Witness) -> list[list] | None:
                 return None
             turn = _Recording(actor.root)
             for ref, value in pending:
-                entity = ref.entity
-                if not entity.pure_messages:
+                if not ref.pure:
                     return None
+                entity = ref.entity
                 if ref.facet.alive:  # as a turn skips an event for a stopped facet
                     turn.facet = ref.facet
                     entity.on_message(turn, value)
@@ -230,7 +230,7 @@ def follow(scheduler: Scheduler, sender: Actor, batches: dict[Actor, list[tuple]
     n = len(events)
     if n == 1:  # a round trip's packet: no scans, no batches made in C
         kind, ref, payload, _handle = events[0]
-        if kind != MESSAGE or not ref.entity.pure_messages:
+        if kind != MESSAGE or not ref.pure:
             return False
         routes = actor.routes
         if routes is None:
@@ -251,7 +251,7 @@ def follow(scheduler: Scheduler, sender: Actor, batches: dict[Actor, list[tuple]
                     return False
                 entries.add(ref)
         for ref in entries:  # refused at once where no route can start
-            if not ref.entity.pure_messages:
+            if not ref.pure:
                 return False
         routes = actor.routes
         if routes is None:
