@@ -80,6 +80,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from feds.codegen import factory
 from feds.patterns import Check, Path, Skeleton
 from feds.values import (
     EXACT_LOOKUP_CLASSES,
@@ -326,20 +327,9 @@ def _const_key(values: tuple) -> Any:
 # Code generation
 
 
-_FACTORIES: dict[str, Callable[..., Any]] = {}
-_FACTORIES_MAX = 4096
-
-
 def _factory(source: str) -> Callable[..., Any]:
     """Compile (once per distinct source text) a ``make(**params)`` factory function."""
-    make = _FACTORIES.get(source)
-    if make is None:
-        namespace: dict[str, Any] = {}
-        exec(compile(source, "<feds.index generated>", "exec"), namespace)
-        if len(_FACTORIES) >= _FACTORIES_MAX:
-            del _FACTORIES[next(iter(_FACTORIES))]
-        make = _FACTORIES[source] = namespace["make"]
-    return make
+    return factory(source, "<feds.index generated>")
 
 
 class _Gen:

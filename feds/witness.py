@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from feds.codegen import factory
 from feds.values import FrozenDict, Record, Symbol, Value, exact_key
 
 __all__ = [
@@ -165,16 +166,24 @@ def _pin(w: Witness) -> Value:
 
 
 def _has_nan(value: Any) -> bool:
-    cls = value.__class__
-    if cls is float:
-        return value != value
+    return _any_part(value, _is_nan)
+
+
+def _is_nan(x: Any) -> bool:
+    return type(x) is float and x != x
+
+
+def _any_part(value: Any, test: Callable[[Any], bool]) -> bool:
+    """Whether ``test`` holds for ``value`` or any item, field, label, key or value in it
+    (walked with ``type()``, which a witness does not notice)."""
+    cls = type(value)
     if cls is tuple or cls is frozenset:
-        return any(map(_has_nan, value))
+        return any(_any_part(x, test) for x in value)
     if cls is Record:
-        return _has_nan(value.label) or any(map(_has_nan, value.fields))
+        return _any_part(value.label, test) or any(_any_part(x, test) for x in value.fields)
     if cls is FrozenDict:
-        return any(_has_nan(k) or _has_nan(v) for k, v in value.items())
-    return False
+        return any(_any_part(k, test) or _any_part(v, test) for k, v in value.items())
+    return test(value)
 
 
 _BY_VALUE: Final = """
@@ -228,16 +237,11 @@ def template(value: Any) -> Template | None:
 
 def _holds_witness(value: Any) -> bool:
     """Whether ``value`` (a set, a dict, or anything in them) has a witness in it."""
-    cls = type(value)
-    if cls is Witness:
-        return True
-    if cls is tuple or cls is frozenset:
-        return any(map(_holds_witness, value))
-    if cls is Record:
-        return _holds_witness(value.label) or any(map(_holds_witness, value.fields))
-    if cls is FrozenDict:
-        return any(_holds_witness(k) or _holds_witness(v) for k, v in value.items())
-    return False
+    return _any_part(value, _is_witness)
+
+
+def _is_witness(x: Any) -> bool:
+    return type(x) is Witness
 
 
 class _Source:
@@ -290,10 +294,6 @@ class _Source:
         return f"Record({self.build(t[1])}, {fields})"
 
 
-_SELECTORS: dict[str, Callable[..., Any]] = {}
-_SELECTORS_MAX: Final = 1024
-
-
 def selector(trace: Trace, templates: list[Template]) -> Callable[[Value], tuple | None]:
     """A function of a payload: the values ``templates`` make of it (a tuple, one per
     template), or None if it fails a guard of ``trace``."""
@@ -310,11 +310,4 @@ def selector(trace: Trace, templates: list[Template]) -> Callable[[Value], tuple
             "  return select",
         ]
     )
-    make = _SELECTORS.get(text)
-    if make is None:
-        namespace: dict[str, Any] = {}
-        exec(compile(text, "<feds.witness selector>", "exec"), namespace)
-        if len(_SELECTORS) >= _SELECTORS_MAX:
-            del _SELECTORS[next(iter(_SELECTORS))]
-        make = _SELECTORS[text] = namespace["make"]
-    return make(**source.params)
+    return factory(text, "<feds.witness selector>")(**source.params)

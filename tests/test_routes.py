@@ -11,6 +11,8 @@ freedom the history check of ``tests/test_federation.py`` allows.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -23,7 +25,7 @@ from feds.protocols import protocol_names
 from feds.reactive import during, on_message, relay, relay_object
 from feds.routes import MAX_VARIANTS, derive, follow
 from feds.runtime import NodeRuntime
-from feds.sim.reference import Workload
+from feds.sim.reference import Client, Workload
 from feds.sim.runner import simulate
 from feds.sim.workload import WorkloadSpec
 from feds.topology import generate
@@ -31,6 +33,11 @@ from feds.values import Record, Symbol, Value, record
 from tests.recording import Recorder
 
 A, B = Symbol("a"), Symbol("b")
+EXAMPLES = int(os.environ.get("FEDS_PROPERTY_EXAMPLES", "0"))
+"""Examples per protocol and shape of the differential property for a long run (random ones),
+as for ``tests/test_federation.py``; 0 (the default): the fast suite's fixed examples."""
+if EXAMPLES:  # a long run takes as long as it takes
+    pytestmark = pytest.mark.timeout(0)
 
 
 # -- deriving a route ------------------------------------------------------------------------------
@@ -614,24 +621,6 @@ def test_no_route_is_followed_while_anything_is_queued() -> None:
 # -- whole overlays: the same histories and bytes with and without routes -----------------------
 
 
-class _History(Entity):
-    """An observer keeping every event it receives, in order."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Value]] = []
-        self.live: dict[Handle, Value] = {}
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.live[handle] = value
-        self.events.append(("+", value))
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        self.events.append(("-", self.live.pop(handle)))
-
-    def on_message(self, turn: Turn, value: Value) -> None:
-        self.events.append(("!", value))
-
-
 VALUES = [record("a", 0), record("a", 1), record("b", 0, 1), record("b", 1, (2, "x"))]
 PATTERNS = [
     rec_group(A, [bind()]),
@@ -682,7 +671,7 @@ def _run(protocol: str, parents: list[int], ops: list[tuple[str, int, int]]) -> 
     run = _Run(protocol, parents)
     work = run.work
     clients = [work.attach(node) for node in run.nodes]
-    watchers = [_History() for _ in run.nodes]
+    watchers = [Recorder() for _ in run.nodes]
     observing: list[tuple[int, int]] = []
     held: list[tuple[int, int]] = []
     for i, c in enumerate(clients):
@@ -720,7 +709,7 @@ def _run(protocol: str, parents: list[int], ops: list[tuple[str, int, int]]) -> 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("protocol", protocol_names())
-@settings(max_examples=15, derandomize=True, deadline=None)
+@settings(max_examples=EXAMPLES or 15, derandomize=not EXAMPLES, deadline=None, database=None)
 @given(
     ops=st.lists(
         st.tuples(st.sampled_from(OPS), st.integers(0, 100), st.integers(0, 100)),
@@ -758,14 +747,21 @@ def test_the_simulator_measures_the_same_with_and_without_routes(protocol: str) 
     assert fewer[0] < fewer[1]
 
 
-@pytest.mark.parametrize("protocol", ["aggregate-subs", "observer-flood"])
-def test_messages_crossing_a_chain_follow_routes_at_the_nodes_they_only_pass(protocol: str) -> None:
-    run = _Run(protocol, [0, 1])  # n0 ← n1 ← n2
+def _watched_chain(protocol: str) -> tuple[_Run, Client, Recorder]:
+    """n0 ← n1 ← n2, a watcher of ``<a $x>`` at n0, and a client at n2 to publish."""
+    run = _Run(protocol, [0, 1])
     work = run.work
     subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
-    watcher = _History()
+    watcher = Recorder()
     work.observe(subscriber, rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
     run.settle()
+    return run, publisher, watcher
+
+
+@pytest.mark.parametrize("protocol", ["aggregate-subs", "observer-flood"])
+def test_messages_crossing_a_chain_follow_routes_at_the_nodes_they_only_pass(protocol: str) -> None:
+    run, publisher, watcher = _watched_chain(protocol)
+    work = run.work
     for i in range(10):
         work.send(publisher, record("a", i))
     run.settle()
@@ -779,7 +775,7 @@ def test_a_subscriber_that_joins_later_is_not_missed_by_a_route() -> None:
     run = _Run("aggregate-subs", [0, 1, 1])
     work = run.work
     first, publisher, second = (work.attach(run.nodes[i]) for i in (0, 2, 3))
-    seen = [_History(), _History()]
+    seen = [Recorder(), Recorder()]
     work.observe(first, rec_group(A, [bind()]), seen[0])  # type: ignore[arg-type]
     run.settle()
     work.send(publisher, record("a", 1))
@@ -795,12 +791,8 @@ def test_a_subscriber_that_joins_later_is_not_missed_by_a_route() -> None:
 
 
 def test_copy_up_messages_follow_routes_that_check_they_are_not_observes() -> None:
-    run = _Run("copy-up", [0, 1])
+    run, publisher, watcher = _watched_chain("copy-up")
     work = run.work
-    subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
-    watcher = _History()
-    work.observe(subscriber, rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
-    run.settle()
     work.send(publisher, record("a", 1))
     run.settle()
     assert watcher.events == [("!", (1,))]
@@ -809,12 +801,8 @@ def test_copy_up_messages_follow_routes_that_check_they_are_not_observes() -> No
 
 def test_a_route_is_followed_for_a_packet_only_if_every_event_of_it_has_one() -> None:
     """A packet mixing a message with a route and an assertion takes the turns, in order."""
-    run = _Run("aggregate-subs", [0, 1])
+    run, publisher, watcher = _watched_chain("aggregate-subs")
     work = run.work
-    subscriber, publisher = work.attach(run.nodes[0]), work.attach(run.nodes[2])
-    watcher = _History()
-    work.observe(subscriber, rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
-    run.settle()
     work.send(publisher, record("a", 1))
     work.assert_(publisher, record("a", 2))
     work.send(publisher, record("a", 3))
