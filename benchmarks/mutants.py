@@ -249,9 +249,9 @@ MUTANTS = [
     Mutant(
         "routes-kept-after-impure-inline-event",
         "feds/actor.py",
-        "            if not entity.pure_messages:  # it may change what a route stands for\n"
-        "                self.actor.routes = None\n            saved = self.facet\n",
-        "            saved = self.facet\n",
+        "            if not ref.pure:  # it may change what a route stands for\n"
+        "                self.actor.routes = None\n            entity = ref.entity\n",
+        "            entity = ref.entity\n",
         "an actor keeps its routes when an inline step that is not pure hears an assertion",
     ),
     Mutant(
@@ -292,8 +292,9 @@ MUTANTS = [
     Mutant(
         "routes-kept-after-impure-step",
         "feds/actor.py",
-        "                if not entity.pure_messages:  # it may change what a route stands for\n",
-        "                if False:\n",
+        "                if not ref.pure:  # it may change what a route stands for\n"
+        "                    self.actor.routes = None\n",
+        "",
         "an actor keeps its routes when a message reaches a step that is not pure",
     ),
     Mutant(
