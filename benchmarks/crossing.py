@@ -26,6 +26,15 @@ on each time, so a replay that is not a crossing fails the run::
     .venv/bin/python benchmarks/crossing.py                       # about 20 seconds
     .venv/bin/python benchmarks/crossing.py --batch 100           # the throughput's case
     .venv/bin/python benchmarks/crossing.py --protocols aggregate-subs --replays 50000
+    .venv/bin/python benchmarks/crossing.py --cool 4             # caches cooled between crossings
+
+With ``--cool MB``, each crossing (and each step of the framing and decoding loops) is preceded,
+untimed, by writing each cache line of ``MB`` MiB and reading a key of as many small dicts (4,000
+per MiB): the caches are then about as cold as a node's are between two packets of a round trip,
+when the chain's other processes have run on its core. A crossing then costs what its working
+set costs (the code and data it touches), which an instruction count and a hot loop do not show.
+The whole crossing is measured as it runs; of its parts, decoding is measured from cold caches
+too, where in the crossing framing has warmed some of them, so the split leans to decoding.
 """
 
 from __future__ import annotations
@@ -52,6 +61,26 @@ from feds.values import Record
 
 PARTS = ("framing", "decoding", "relay checks and queueing", "turns and packet out")
 WARM_UP = 200
+
+
+def _warm() -> None:
+    """Leave the caches as the last step left them (the default: a hot loop)."""
+
+
+class Cooler:
+    """Evicts what the last step left in the caches, as other processes running in between do:
+    writes every cache line of ``mib`` MiB and reads one key of each of ``4000 * mib`` small
+    dicts (the objects' memory, and the interpreter's for the loop)."""
+
+    def __init__(self, mib: float) -> None:
+        self.lines = bytearray(int(mib * 2**20))
+        self.blank = bytes(len(self.lines[::64]))
+        self.dicts = [{"key": i} for i in range(int(4000 * mib))]
+
+    def __call__(self) -> None:
+        self.lines[::64] = self.blank
+        for d in self.dicts:
+            d["key"]
 
 
 class Crossing:
@@ -82,13 +111,17 @@ class Crossing:
         self.frame = self.data[4:]
         self.scheduler = chain.scheduler
 
-    def measure(self, replays: int, meter: Callable[[], Meter]) -> dict[str, float]:
-        """Each part's cost (:data:`PARTS`) per message, by new meters made by ``meter``."""
+    def measure(
+        self, replays: int, meter: Callable[[], Meter], cool: Callable[[], None] = _warm
+    ) -> dict[str, float]:
+        """Each part's cost (:data:`PARTS`) per message, by new meters made by ``meter``,
+        ``cool`` called before each timed step."""
         relay, uplink, scheduler, data = self.relay, self.uplink, self.scheduler, self.data
         received, turns = meter(), meter()
         sent = uplink.stats.events_out
         gc.collect()
         for _ in range(replays):
+            cool()
             received.start()
             relay.receive(data)
             received.stop()
@@ -106,11 +139,13 @@ class Crossing:
         frames, frame = relay._frames, self.frame
         framed, decoded = meter(), meter()
         for _ in range(replays):
+            cool()
             framed.start()
             frames.feed(data)
             frames.next_value()
             framed.stop()
         for _ in range(replays):
+            cool()
             decoded.start()
             frames.decoder.decode(frame)
             decoded.stop()
@@ -136,13 +171,17 @@ class FloorNode:
         router.route(self.out, _frame([[SUBSCRIBE, BENCH.name]]))
         self.data = _frame([[BENCH.name, [WARM_UP + i, PAYLOAD]] for i in range(batch)])
 
-    def measure(self, replays: int, meter: Callable[[], Meter]) -> float:
-        """The cost of routing the frame, per message, checking that each was written on."""
+    def measure(
+        self, replays: int, meter: Callable[[], Meter], cool: Callable[[], None] = _warm
+    ) -> float:
+        """The cost of routing the frame, per message, checking that each was written on;
+        ``cool`` called before each."""
         route, source, data = self.router.route, self.source, self.data
         routed = meter()
         before = self.out.written
         gc.collect()
         for _ in range(replays):
+            cool()
             routed.start()
             for port in route(source, data):
                 port.flush()
@@ -230,19 +269,29 @@ def main(argv: list[str] | None = None) -> int:
         help="crossings per repetition (default: 20,000 messages' worth, at least 100)",
     )
     parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
+    parser.add_argument(
+        "--cool",
+        type=float,
+        metavar="MB",
+        help="cool the caches before each timed step by touching MB MiB (default: a hot loop;"
+        " replays then default to 500)",
+    )
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be at least 1")
-    replays = args.replays or max(100, 20000 // args.batch)
+    if args.cool is not None and args.cool <= 0:
+        parser.error("--cool must be a positive number of MiB")
+    cool = _warm if args.cool is None else Cooler(args.cool)
+    replays = args.replays or (500 if args.cool else max(100, 20000 // args.batch))
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
     crossings = {name: Crossing(name, args.batch) for name in names}
     floor = FloorNode(args.batch)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     floor_samples: list[float] = []
     for _ in range(args.reps):
-        floor_samples.append(floor.measure(replays, Clock))
+        floor_samples.append(floor.measure(replays, Clock, cool))
         for name, crossing in crossings.items():
-            samples[name].append(crossing.measure(replays, Clock))
+            samples[name].append(crossing.measure(replays, Clock, cool))
     us = {
         name: {part: statistics.median(x[part] for x in s) for part in PARTS}
         for name, s in samples.items()
@@ -254,9 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("whole crossing", whole))
     floor_us, floor_calls = statistics.median(floor_samples), floor.measure(profiled, Calls)
     what = "one message in a packet of its own" if args.batch == 1 else f"{args.batch} messages"
+    caches = "hot caches" if args.cool is None else f"caches cooled by {args.cool:g} MiB"
     print(
-        f"Node b crossed by {what} (3-node chain, {replays} replays, median of {args.reps}"
-        " reps): µs and Python calls per message"
+        f"Node b crossed by {what} (3-node chain, {replays} replays, {caches}, median of"
+        f" {args.reps} reps): µs and Python calls per message"
     )
     print(f"{'':27}" + "".join(f"{n:>20}" for n in names))
     for label, cells in rows:

@@ -66,6 +66,8 @@ def test_crossing_benchmark_short_run() -> None:
     assert "crossed by 10 messages" in run_benchmark(
         "crossing.py", "--batch", "10", "--replays", "20", "--reps", "1"
     )
+    cooled = run_benchmark("crossing.py", "--cool", "0.1", "--replays", "20", "--reps", "1")
+    assert "caches cooled by 0.1 MiB" in cooled and "whole crossing" in cooled
 
 
 def test_stream_cpu_benchmark_short_run() -> None:
