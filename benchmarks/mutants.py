@@ -332,6 +332,13 @@ MUTANTS = [
         "                        if kind != MESSAGE:\n",
         "a route stands for a batch to its own actor that is queued behind other work",
     ),
+    Mutant(
+        "routes-single-whole-payload",
+        "feds/routes.py",
+        "            scheduler.send(actor, {target: [(MESSAGE, to, found[1][i], None)]})\n",
+        "            scheduler.send(actor, {target: [(MESSAGE, to, found[1], None)]})\n",
+        "a lone message's one-send route sends all the values it made, not the one it names",
+    ),
 ]
 
 

@@ -75,13 +75,21 @@ class Route:
     ``select(payload)`` is the values the steps would send for ``payload`` (one per distinct
     template), or None if it fails a guard; None for a route that looked at nothing and sends
     each payload as it came (``(payload,)``). ``stages`` is what each of the actor's turns
-    sends out of it, or None for a refusal: such payloads take the turns."""
+    sends out of it, or None for a refusal: such payloads take the turns. ``single`` is
+    ``(target, ref, i)`` for a route of one turn sending one message (value ``i`` to ``ref``
+    of actor ``target``), else None: a lone message then goes on without the stages' loops."""
 
-    __slots__ = ("select", "stages")
+    __slots__ = ("select", "single", "stages")
 
     def __init__(self, select: Callable[[Value], tuple | None] | None, stages: tuple | None):
         self.select = select
         self.stages: tuple[Stage, ...] | None = stages
+        self.single: tuple[Actor, Ref, int] | None = None
+        if stages is not None and len(stages) == 1 and len(stages[0]) == 1:
+            ((target, sends),) = stages[0]
+            if len(sends) == 1:
+                ((ref, i),) = sends
+                self.single = (target, ref, i)
 
     def __repr__(self) -> str:
         return f"Route({'any payload' if self.select is None else 'guarded'}, {self.stages!r})"
@@ -238,7 +246,12 @@ def follow(scheduler: Scheduler, sender: Actor, batches: dict[Actor, list[tuple]
         found = _route(routes, ref, payload)
         if found is None:
             return False
-        _send_stages(scheduler, actor, (found,))
+        single = found[0].single
+        if single is None:
+            _send_stages(scheduler, actor, (found,))
+        else:
+            target, to, i = single
+            scheduler.send(actor, {target: [(MESSAGE, to, found[1][i], None)]})
     else:
         if n >= SCAN_IN_C:
             if not _MESSAGES_ONLY.issuperset(map(kind_of, events)):
