@@ -707,6 +707,9 @@ class Relay:
         if packet.__class__ is not Record:
             raise ProtocolError("unknown packet: not a record", _plain(packet))
         label = packet.label
+        if label is TURN and self.remote_hello is not None and self._expected_proof is None:
+            self._on_turn(packet, entries, refs)  # nearly every packet (symbols are interned)
+            return
         name = _label_name(label)
         if name == ERROR.name:
             self._on_error(packet)
@@ -720,8 +723,6 @@ class Relay:
             self._on_auth(packet)
         elif self._expected_proof is not None:
             raise ProtocolError(f"packet before authentication: {_label_text(label)}")
-        elif name == TURN.name:
-            self._on_turn(packet, entries, refs)
         elif name in (PING.name, PONG.name) and self.can_ping and not packet.fields:
             if name == PING.name:
                 self._write(_PONG_FRAME)
