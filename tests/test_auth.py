@@ -15,6 +15,7 @@ from feds.driver import Driver
 from feds.relay import CLIENT, PEER, Relay, exchange
 from feds.runtime import InsecureListen, NodeRuntime
 from feds.values import record
+from tests.raw_frames import raw_frame
 
 DEPLOYMENT = Secrets.generate()
 CLIENT_ONLY = Secrets({"client": DEPLOYMENT.keys["client"]})
@@ -86,6 +87,23 @@ def test_a_recorded_handshake_replayed_is_refused() -> None:
     second.receive(bytes(recorded))
     assert second.closed
     assert second.close_reason == "authentication failed: wrong secret for the role 'client'"
+
+
+def test_a_turn_before_the_proof_is_refused_and_applies_nothing() -> None:
+    """A far side that sends its hello and then a turn, without proving it knows the secret,
+    is refused, whatever the turn holds: nothing of it reaches the node."""
+    sched = Scheduler()
+    runtime = NodeRuntime(sched, "root", "copy-up", secrets=DEPLOYMENT)
+    dialer = Relay(sched, "app", CLIENT, secrets=CLIENT_ONLY)
+    server = runtime.accept_relay()
+    server.receive(dialer.data_to_send())  # the dialer's hello
+    sched.run_until_idle()
+    assert not server.closed
+    server.receive(raw_frame(record("turn", ((0, record("message", 1)),))))
+    sched.run_until_idle()
+    assert server.closed
+    assert server.close_reason == "packet before authentication: turn"
+    assert server.stats.events_in == 0
 
 
 def test_a_node_of_another_name_is_refused_although_it_knows_the_secret() -> None:
