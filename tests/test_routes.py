@@ -382,11 +382,15 @@ class _Constant(Entity):
 # -- when a route stops holding ------------------------------------------------------------------
 
 
+def _forwarding_entry(node: _Actor) -> Ref:
+    """An entry of ``node`` putting ``<b x>`` into its dataspace, whose rule sends ``x`` out."""
+    node.forward(rec_group(B, [bind()]), lambda c: c[0])
+    return node.entry(lambda x: (node.ds, Record(B, (x,))))
+
+
 def test_a_new_observer_ends_the_route_that_did_not_know_it() -> None:
     node = _Actor()
-    ds = node.ds
-    node.forward(rec_group(B, [bind()]), lambda c: c[0])
-    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    entry = _forwarding_entry(node)
     assert node.deliver(entry, 1)
     node.forward(rec_group(B, [lit(1)]))  # an assertion at the dataspace
     assert node.actor.routes is None
@@ -474,8 +478,7 @@ def _retract_from_elsewhere(node: _Actor, target: Ref, handle: int) -> None:
 def test_a_new_observer_ends_the_routes_that_did_not_know_it() -> None:
     node = _Actor()
     ds, out = node.ds, node.out
-    node.forward(rec_group(B, [bind()]), lambda c: c[0])
-    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    entry = _forwarding_entry(node)
     assert node.deliver(entry, 1)
     other = Recorder()
     watching = observe(rec_group(B, [bind()]), Ref(out.facet, other))
@@ -493,8 +496,7 @@ def test_data_entering_the_dataspace_leaves_the_routes_standing() -> None:
     """Assertions that are not Observes change no handler: a message's route is the same."""
     node = _Actor()
     ds = node.ds
-    node.forward(rec_group(B, [bind()]), lambda c: c[0])
-    entry = node.entry(lambda x: (ds, Record(B, (x,))))
+    entry = _forwarding_entry(node)
     assert node.deliver(entry, 1)
     routes = node.actor.routes
     handle = _publish_from_elsewhere(node, ds, record("b", "held"))
