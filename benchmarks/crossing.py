@@ -17,16 +17,21 @@ and each part of ``b``'s work is timed, per message:
   the proxy of the next hop encoding it; none for a routed message) and the packet for ``a``
   taken from the uplink relay.
 
-Beside them, the same for a floor node (``floor.py``'s sans-IO router: decode, one dict
-lookup, encode, the frame written) routing a frame of as many messages with the same payload.
-Also Python calls per message (cProfile, built-ins included) for both. Medians of ``--reps``
-repetitions, interleaved across protocols; the replays check that ``b`` sends every message
-on each time, so a replay that is not a crossing fails the run::
+With ``--changes`` the node is crossed by a packet of ``--batch`` assertions, then by the
+packet of their retractions, replayed as a pair (the second undoes the first): the path of an
+assertion change, which no route shortens, per change; the floor node carries no assertions.
+
+Beside them (messages only), the same for a floor node (``floor.py``'s sans-IO router:
+decode, one dict lookup, encode, the frame written) routing a frame of as many messages with
+the same payload. Also Python calls per message (cProfile, built-ins included) for both.
+Medians of ``--reps`` repetitions, interleaved across protocols; the replays check that ``b``
+sends every event on each time, so a replay that is not a crossing fails the run::
 
     .venv/bin/python benchmarks/crossing.py                       # about 20 seconds
     .venv/bin/python benchmarks/crossing.py --batch 100           # the throughput's case
     .venv/bin/python benchmarks/crossing.py --protocols aggregate-subs --replays 50000
     .venv/bin/python benchmarks/crossing.py --cool 4             # caches cooled between crossings
+    .venv/bin/python benchmarks/crossing.py --changes --batch 100 # assertions, then retractions
 
 With ``--cool MB``, each crossing (and each step of the framing and decoding loops) is preceded,
 untimed, by writing each cache line of ``MB`` MiB and reading a key of as many small dicts (4,000
@@ -84,13 +89,16 @@ class Cooler:
 
 
 class Crossing:
-    """The middle node of a chain, and the packet it receives for ``batch`` messages."""
+    """The middle node of a chain, and what it receives for ``batch`` messages; or, with
+    ``changes``, the packet of ``batch`` assertions and the packet of their retractions, which
+    replay as a pair (the second undoes the first, so each replay finds ``b`` as it was)."""
 
-    def __init__(self, protocol: str, batch: int = 1) -> None:
+    def __init__(self, protocol: str, batch: int = 1, changes: bool = False) -> None:
         self.batch = batch
+        self.events = 2 * batch if changes else batch  # per replay
         arrivals = Arrivals()
         self.chain = chain = Chain(protocol, 3, arrivals, batch=batch, one_packet=batch == 1)
-        measure(chain, arrivals, "messages", WARM_UP, 0)
+        measure(chain, arrivals, "batched_changes" if changes else "messages", WARM_UP, 0)
         self.relay: Relay = chain.network.links[1].parent_relay  # b's end of the link to c
         self.uplink: Relay = chain.network.links[0].child_relay  # b's end of the link to a
         captured: list[bytes] = []
@@ -101,60 +109,65 @@ class Crossing:
             receive(data)
 
         self.relay.receive = capture  # type: ignore[method-assign]
+        values = [Record(BENCH, (2 * WARM_UP + i, PAYLOAD)) for i in range(batch)]
         try:
-            chain.messages([Record(BENCH, (WARM_UP + i, PAYLOAD)) for i in range(batch)])
+            (chain.batched_changes if changes else chain.messages)(values)
         finally:
             del self.relay.receive
-        if len(captured) != 1:
-            raise SystemExit(f"{protocol}: {len(captured)} packets reached b for {batch} messages")
-        self.data = captured[0]
-        self.frame = self.data[4:]
+        if len(captured) != 1 + changes:
+            what = "assertions and retractions" if changes else "messages"
+            raise SystemExit(f"{protocol}: {len(captured)} packets reached b for {batch} {what}")
+        self.packets = captured
         self.scheduler = chain.scheduler
 
     def measure(
         self, replays: int, meter: Callable[[], Meter], cool: Callable[[], None] = _warm
     ) -> dict[str, float]:
-        """Each part's cost (:data:`PARTS`) per message, by new meters made by ``meter``,
+        """Each part's cost (:data:`PARTS`) per event, by new meters made by ``meter``,
         ``cool`` called before each timed step."""
-        relay, uplink, scheduler, data = self.relay, self.uplink, self.scheduler, self.data
+        relay, uplink, scheduler, packets = self.relay, self.uplink, self.scheduler, self.packets
         received, turns = meter(), meter()
         sent = uplink.stats.events_out
         gc.collect()
         for _ in range(replays):
-            cool()
-            received.start()
-            relay.receive(data)
-            received.stop()
-            turns.start()
-            scheduler.run_until_idle()
-            uplink.data_to_send()
-            turns.stop()
-        if uplink.stats.events_out - sent != replays * self.batch:
+            for data in packets:
+                cool()
+                received.start()
+                relay.receive(data)
+                received.stop()
+                turns.start()
+                scheduler.run_until_idle()
+                uplink.data_to_send()
+                turns.stop()
+        if uplink.stats.events_out - sent != replays * self.events:
             raise SystemExit(
-                f"{replays} replays of {self.batch} messages sent"
+                f"{replays} replays of {self.events} events sent"
                 f" {uplink.stats.events_out - sent} events on"
             )
         # Decoding alone holds the references it decodes (a receive releases them once the
         # events are queued): harmless to a benchmark, so it is measured after the crossings.
-        frames, frame = relay._frames, self.frame
+        frames = relay._frames
         framed, decoded = meter(), meter()
         for _ in range(replays):
-            cool()
-            framed.start()
-            frames.feed(data)
-            frames.next_value()
-            framed.stop()
+            for data in packets:
+                cool()
+                framed.start()
+                frames.feed(data)
+                frames.next_value()
+                framed.stop()
+        bodies = [data[4:] for data in packets]
         for _ in range(replays):
-            cool()
-            decoded.start()
-            frames.decoder.decode(frame)
-            decoded.stop()
-        messages = replays * self.batch
+            for body in bodies:
+                cool()
+                decoded.start()
+                frames.decoder.decode(body)
+                decoded.stop()
+        events = replays * self.events
         return {
-            "framing": framed.per(messages) - decoded.per(messages),
-            "decoding": decoded.per(messages),
-            "relay checks and queueing": received.per(messages) - framed.per(messages),
-            "turns and packet out": turns.per(messages),
+            "framing": framed.per(events) - decoded.per(events),
+            "decoding": decoded.per(events),
+            "relay checks and queueing": received.per(events) - framed.per(events),
+            "turns and packet out": turns.per(events),
         }
 
 
@@ -261,12 +274,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocols", default="all", help="comma-separated, or all")
     parser.add_argument(
-        "--batch", type=int, default=1, help="messages in the packet (default 1, as a round trip)"
+        "--batch",
+        type=int,
+        default=1,
+        help="messages (or assertions) in the packet (default 1, as a round trip)",
+    )
+    parser.add_argument(
+        "--changes",
+        action="store_true",
+        help="a packet of assertions, then one of their retractions, instead of messages"
+        " (no floor node: it carries no assertions)",
     )
     parser.add_argument(
         "--replays",
         type=int,
-        help="crossings per repetition (default: 20,000 messages' worth, at least 100)",
+        help="crossings per repetition (default: 20,000 events' worth, at least 100)",
     )
     parser.add_argument("--reps", type=int, default=5, help="repetitions (median; default 5)")
     parser.add_argument(
@@ -282,44 +304,53 @@ def main(argv: list[str] | None = None) -> int:
     if args.cool is not None and args.cool <= 0:
         parser.error("--cool must be a positive number of MiB")
     cool = _warm if args.cool is None else Cooler(args.cool)
-    replays = args.replays or (500 if args.cool else max(100, 20000 // args.batch))
+    per_replay = 2 * args.batch if args.changes else args.batch
+    replays = args.replays or (500 if args.cool else max(100, 20000 // per_replay))
     names = list(protocol_names()) if args.protocols == "all" else args.protocols.split(",")
-    crossings = {name: Crossing(name, args.batch) for name in names}
-    floor = FloorNode(args.batch)
+    crossings = {name: Crossing(name, args.batch, args.changes) for name in names}
+    floor = None if args.changes else FloorNode(args.batch)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     floor_samples: list[float] = []
     for _ in range(args.reps):
-        floor_samples.append(floor.measure(replays, Clock, cool))
+        if floor is not None:
+            floor_samples.append(floor.measure(replays, Clock, cool))
         for name, crossing in crossings.items():
             samples[name].append(crossing.measure(replays, Clock, cool))
     us = {
         name: {part: statistics.median(x[part] for x in s) for part in PARTS}
         for name, s in samples.items()
     }
-    profiled = min(replays, max(10, 2000 // args.batch))
+    profiled = min(replays, max(10, 2000 // per_replay))
     calls = {name: crossing.measure(profiled, Calls) for name, crossing in crossings.items()}
     rows = [(part, {n: (us[n][part], calls[n][part]) for n in names}) for part in PARTS]
     whole = {n: (sum(us[n].values()), sum(calls[n].values())) for n in names}
     rows.append(("whole crossing", whole))
-    floor_us, floor_calls = statistics.median(floor_samples), floor.measure(profiled, Calls)
-    what = "one message in a packet of its own" if args.batch == 1 else f"{args.batch} messages"
+    if args.changes:
+        what, unit = f"{args.batch} assertions, then their retractions", "change"
+    else:
+        what = "one message in a packet of its own" if args.batch == 1 else f"{args.batch} messages"
+        unit = "message"
     caches = "hot caches" if args.cool is None else f"caches cooled by {args.cool:g} MiB"
     print(
         f"Node b crossed by {what} (3-node chain, {replays} replays, {caches}, median of"
-        f" {args.reps} reps): µs and Python calls per message"
+        f" {args.reps} reps): µs and Python calls per {unit}"
     )
     print(f"{'':27}" + "".join(f"{n:>20}" for n in names))
     for label, cells in rows:
         print(f"{label:27}" + "".join(f"{cells[n][0]:>12.2f}{cells[n][1]:>8.1f}" for n in names))
-    ratios = "".join(
-        f"{whole[n][0] / floor_us:>12.1f}{whole[n][1] / floor_calls:>8.1f}" for n in names
-    )
-    print(f"{'÷ the floor node':27}{ratios}")
-    print(f"{'packet bytes':27}" + "".join(f"{len(crossings[n].data):>20}" for n in names))
-    print(
-        f"floor node (decode, one dict lookup, encode, write): {floor_us:.2f} µs and"
-        f" {floor_calls:.1f} Python calls per message, {len(floor.data)} bytes"
-    )
+    if floor is not None:
+        floor_us, floor_calls = statistics.median(floor_samples), floor.measure(profiled, Calls)
+        ratios = "".join(
+            f"{whole[n][0] / floor_us:>12.1f}{whole[n][1] / floor_calls:>8.1f}" for n in names
+        )
+        print(f"{'÷ the floor node':27}{ratios}")
+    sizes = "".join(f"{'+'.join(str(len(p)) for p in crossings[n].packets):>20}" for n in names)
+    print(f"{'packet bytes':27}{sizes}")
+    if floor is not None:
+        print(
+            f"floor node (decode, one dict lookup, encode, write): {floor_us:.2f} µs and"
+            f" {floor_calls:.1f} Python calls per message, {len(floor.data)} bytes"
+        )
     return 0
 
 

@@ -13,6 +13,8 @@ Workloads, in one process, as ``crossing.py`` and ``hop.py`` build them:
   (decoding, the relay's checks, its turns, the packet out), beside a floor node
   (``floor.py``'s router: decode, one dict lookup, encode) routing a frame of as many;
 * ``lone``: the same with one message per packet, as in a round trip;
+* ``changes-crossing``: the same node crossed by a packet of ``--batch`` assertions, then by
+  the packet of their retractions (``crossing.py --changes``);
 * ``messages`` and ``changes``: ``hop.py``'s whole chain, publisher and watcher included,
   messages 100 to a publisher turn, changes (an assertion or a retraction) one to a turn;
 * ``batched-changes``: the same chain, 100 assertions to a publisher turn, then their 100
@@ -43,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from feds.gc_pauses import node_collection
 from feds.protocols import protocol_names
 
-WORKLOADS = ("crossing", "lone", "messages", "changes", "batched-changes")
+WORKLOADS = ("crossing", "lone", "changes-crossing", "messages", "changes", "batched-changes")
+CROSSINGS = ("crossing", "lone", "changes-crossing")  # one node, crossing.py's replays
 FLOOR = "floor node"
 CHAIN_UNIT = 100  # messages or assertion-retraction pairs per unit of a chain workload
 LONE_UNIT = 10
@@ -57,8 +60,8 @@ def packets_per_unit(workload: str) -> int:
 
 
 def events_per_unit(workload: str, batch: int) -> int:
-    if workload in ("crossing", "lone"):
-        return batch if workload == "crossing" else LONE_UNIT
+    if workload in CROSSINGS:
+        return {"crossing": batch, "lone": LONE_UNIT, "changes-crossing": 2 * batch}[workload]
     return CHAIN_UNIT if workload == "messages" else 2 * CHAIN_UNIT
 
 
@@ -67,8 +70,8 @@ def run_workload(workload: str, system: str, batch: int, units: int) -> None:
     from benchmarks.crossing import Crossing, FloorNode
     from benchmarks.hop import Arrivals, Chain, measure
 
-    if workload in ("crossing", "lone"):
-        size = batch if workload == "crossing" else 1
+    if workload in CROSSINGS:
+        size = 1 if workload == "lone" else batch
         if system == FLOOR:
             floor = FloorNode(size)
 
@@ -77,12 +80,13 @@ def run_workload(workload: str, system: str, batch: int, units: int) -> None:
                     port.flush()
 
         else:
-            node = Crossing(system, size)
+            node = Crossing(system, size, changes=workload == "changes-crossing")
 
             def step() -> None:
-                node.relay.receive(node.data)
-                node.scheduler.run_until_idle()
-                node.uplink.data_to_send()
+                for data in node.packets:
+                    node.relay.receive(data)
+                    node.scheduler.run_until_idle()
+                    node.uplink.data_to_send()
 
         for _ in range(20 + units * packets_per_unit(workload)):
             step()
@@ -128,7 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocols", nargs="*", choices=protocol_names(), default=None)
     parser.add_argument("--workloads", nargs="*", choices=WORKLOADS, default=list(WORKLOADS))
-    parser.add_argument("--batch", type=int, default=100, help="messages per packet (crossing)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="messages (assertions) per packet: crossing, changes-crossing",
+    )
     parser.add_argument("--default-gc", action="store_true", help="CPython's collector settings")
     parser.add_argument("--run", nargs=4, metavar=("WORKLOAD", "SYSTEM", "BATCH", "UNITS"))
     args = parser.parse_args(argv)
@@ -150,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"  {workload:9} {system:15} {value:10,.0f} instructions per event", flush=True)
     gc_note = "CPython's default collector" if args.default_gc else "a node's collector settings"
-    print(f"\ninstructions per event ({gc_note}; crossing: {args.batch} messages per packet)")
+    print(
+        f"\ninstructions per event ({gc_note}; crossing, changes-crossing: {args.batch} per packet)"
+    )
     print("| workload | " + " | ".join(protocols) + f" | {FLOOR} |")
     print("|---|" + "---|" * (len(protocols) + 1))
     for workload, values in rows.items():

@@ -68,6 +68,9 @@ def test_crossing_benchmark_short_run() -> None:
     )
     cooled = run_benchmark("crossing.py", "--cool", "0.1", "--replays", "20", "--reps", "1")
     assert "caches cooled by 0.1 MiB" in cooled and "whole crossing" in cooled
+    changes = run_benchmark("crossing.py", "--changes", "--batch", "5", "--replays", "20")
+    assert "crossed by 5 assertions, then their retractions" in changes
+    assert "per change" in changes and "floor node" not in changes
 
 
 def test_stream_cpu_benchmark_short_run() -> None:
@@ -85,6 +88,7 @@ def test_instructions_benchmark_workloads_run() -> None:
         ("crossing", "aggregate-subs"),
         ("crossing", "floor node"),
         ("lone", "copy-up"),
+        ("changes-crossing", "observer-flood"),
         ("messages", "observer-flood"),
         ("changes", "aggregate-subs"),
         ("batched-changes", "copy-up"),
