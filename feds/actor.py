@@ -295,26 +295,21 @@ class Turn:
         (nothing if its facet has stopped); to any other entity, into its actor's batch."""
         target = ref.actor
         if target is self.actor and ref.entity.inline:
-            facet = ref.facet
-            if not facet.alive:
-                return
-            if not ref.pure:  # it may change what a route stands for
-                self.actor.routes = None
-            entity = ref.entity
-            saved = self.facet
-            self.facet = facet
             if kind == PUBLISH:
-                self.actor.work += 1
-                entity.on_publish(self, payload, handle)
+                self.publish_inline(ref, payload, handle)  # type: ignore[arg-type]
             elif kind == RETRACT:
-                self.actor.work += 1
-                entity.on_retract(self, handle)  # type: ignore[arg-type]
-            elif kind == SYNC:
-                entity.on_sync(self, payload)  # type: ignore[arg-type]
-            else:  # a message (which :meth:`message` delivers inline itself, sparing this call)
-                self.actor.work += 1
-                entity.on_message(self, payload)
-            self.facet = saved
+                self.retract_inline(ref, handle)  # type: ignore[arg-type]
+            elif ref.facet.alive:  # a sync, or a message (which :meth:`message` delivers
+                if not ref.pure:  # inline itself, sparing this call)
+                    self.actor.routes = None
+                saved = self.facet
+                self.facet = ref.facet
+                if kind == SYNC:
+                    ref.entity.on_sync(self, payload)  # type: ignore[arg-type]
+                else:
+                    self.actor.work += 1
+                    ref.entity.on_message(self, payload)
+                self.facet = saved
         elif target is self._target:
             self._batch.append((kind, ref, payload, handle))  # type: ignore[union-attr]
         elif self._target is None:
@@ -338,7 +333,7 @@ class Turn:
 
     def publish(self, ref: Ref, value: Value) -> Handle:
         """Assert ``value`` at ``ref``; the returned handle retracts it."""
-        handle = next(self.scheduler._handles)
+        handle = next(self.scheduler.handles)
         if self._new is None:
             self._new = {handle: (self.facet, ref)}
         else:
@@ -386,13 +381,40 @@ class Turn:
         far side asserts this way (each keeps the handles anyway): the actor's tables (a
         tuple, an int and four table entries per handle) were a quarter of a node's handles
         per assertion each."""
-        handle = next(self.scheduler._handles)
+        handle = next(self.scheduler.handles)
         self._send(ref, PUBLISH, value, handle)
         return handle
 
     def retract_untracked(self, ref: Ref, handle: Handle) -> None:
         """Withdraw what :meth:`publish_untracked` asserted at ``ref`` under ``handle``."""
         self._send(ref, RETRACT, None, handle)
+
+    def publish_inline(self, ref: Ref, value: Value, handle: Handle) -> None:
+        """Show ``ref``, an inline entity of this actor (:meth:`is_inline_here`), ``value``
+        under ``handle`` (a new one, :attr:`Scheduler.handles`) at once, as a turn would later
+        (nothing if its facet has stopped): what :meth:`publish_untracked` does for it, without
+        the dispatch, for a caller that knows ``ref`` is inline (a dataspace's rule steps)."""
+        facet = ref.facet
+        if facet.alive:
+            if not ref.pure:  # it may change what a route stands for
+                self.actor.routes = None
+            saved = self.facet
+            self.facet = facet
+            self.actor.work += 1
+            ref.entity.on_publish(self, value, handle)
+            self.facet = saved
+
+    def retract_inline(self, ref: Ref, handle: Handle) -> None:
+        """Withdraw what :meth:`publish_inline` showed ``ref`` under ``handle``, at once."""
+        facet = ref.facet
+        if facet.alive:
+            if not ref.pure:
+                self.actor.routes = None
+            saved = self.facet
+            self.facet = facet
+            self.actor.work += 1
+            ref.entity.on_retract(self, handle)
+            self.facet = saved
 
     def message(self, ref: Ref, value: Value) -> None:
         """Send ``value`` to ``ref`` as a message (delivered once, never retained).
@@ -585,7 +607,9 @@ class Scheduler:
         self._open: tuple[Actor, Turn, Any, int] | None = None
         """A turn cut short by ``max_events``: its actor, the turn, and its batch and the index
         of the next event, or its action's generator and -1."""
-        self._handles = itertools.count(1)
+        self.handles = itertools.count(1)
+        """The handle counter: ``next(handles)`` is a handle no assertion of this scheduler
+        has had (a turn's, or one for an event made by :meth:`send`)."""
         self.on_work: Callable[[], None] | None = None
         self.turns_run = 0
         self.crashes: list[tuple[Actor, BaseException]] = []
@@ -620,10 +644,6 @@ class Scheduler:
             _queue(queue, sender, target, batch)
         if was_idle and self.on_work is not None:
             self.on_work()
-
-    def new_handle(self) -> Handle:
-        """A handle no assertion of this scheduler has had (for events made by :meth:`send`)."""
-        return next(self._handles)
 
     def spawn(self, boot: TurnAction, name: str | None = None) -> Actor:
         """Create a top-level actor (from outside any turn) and queue its first turn."""

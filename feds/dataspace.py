@@ -13,6 +13,7 @@ withdraws nothing; only the last copy's retraction does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from feds.actor import Entity, Handle, Ref, Turn
 from feds.index import Index
@@ -41,39 +42,44 @@ def as_observe(value: Value) -> tuple[Value, Ref] | None:
 class _Observer:
     """Index callback for one Observe: turns index events into actions at the observer."""
 
-    __slots__ = ("dataspace", "inline", "published", "ref")
+    __slots__ = ("dataspace", "handles", "inline", "published", "ref")
 
-    def __init__(self, dataspace: Dataspace, ref: Ref, inline: bool) -> None:
+    def __init__(self, dataspace: Dataspace, ref: Ref, inline: bool, handles: Iterator[Handle]):
         self.dataspace = dataspace
         self.ref = ref
         self.inline = inline
         """Whether the observer is a rule step of the dataspace's own actor: its captures are
-        then published untracked (:meth:`Turn.publish_untracked`), withdrawn by the dataspace
-        itself when its facet stops."""
+        then shown to it at once and untracked (:meth:`Turn.publish_inline`), withdrawn by the
+        dataspace itself when its facet stops."""
+        self.handles = handles  # the scheduler's (:attr:`Scheduler.handles`)
         self.published: dict[Value, Handle] = {}  # exact key of the captures -> handle
 
     def __call__(self, event: str, captures: tuple, key: Value | None) -> None:
         turn = self.dataspace.turn
         if event == "+":  # keyed type-exactly: (1,) and (#t,) are two matches
             if self.inline:
-                handle = turn.publish_untracked(self.ref, captures)
+                handle = next(self.handles)
+                turn.publish_inline(self.ref, captures, handle)
             else:
                 handle = turn.publish(self.ref, captures)
             self.published[exact_key(captures) if key is None else key] = handle
         elif event == "-":
-            self._retract(turn, self.published.pop(exact_key(captures) if key is None else key))
+            handle = self.published.pop(exact_key(captures) if key is None else key)
+            if self.inline:
+                turn.retract_inline(self.ref, handle)
+            else:
+                turn.retract(handle)
         else:
             turn.message(self.ref, captures)
 
-    def _retract(self, turn: Turn, handle: Handle) -> None:
-        if self.inline:
-            turn.retract_untracked(self.ref, handle)
-        else:
-            turn.retract(handle)
-
     def withdraw(self, turn: Turn) -> None:
-        for handle in self.published.values():
-            self._retract(turn, handle)
+        ref = self.ref
+        if self.inline:
+            for handle in self.published.values():
+                turn.retract_inline(ref, handle)
+        else:
+            for handle in self.published.values():
+                turn.retract(handle)
         self.published.clear()
 
 
@@ -102,6 +108,8 @@ class Dataspace(Entity):
         self.turn = turn
         self.assertions[handle] = value
         self.index.add_assertion(value)
+        if value.__class__ is not Record or value.label is not OBSERVE:
+            return  # most assertions are not Observes: no call to tell (labels are interned)
         obs = as_observe(value)
         if obs is None:
             return
@@ -120,7 +128,7 @@ class Dataspace(Entity):
         if inline and not self._stop_hooked:  # turn.facet: this dataspace's own
             turn.on_stop(self._withdraw_untracked)
             self._stop_hooked = True
-        observer = _Observer(self, ref, inline)
+        observer = _Observer(self, ref, inline, turn.scheduler.handles)
         self.observers[value] = (skeleton, observer, 1)
         self.index.add_handler(skeleton, observer)
         turn.actor.routes = None  # a message may now reach this observer too

@@ -968,6 +968,7 @@ class Relay:
         membrane = self._membrane
         exports = membrane.exports
         inbound = self._inbound
+        handles = self.scheduler.handles
         membrane.unheld = refs
         has_refs = refs > 0
         batches: dict[Actor, list[tuple]] = {}
@@ -991,7 +992,7 @@ class Relay:
                     target = entry.ref
                     if kind is ASSERT:
                         messages_only = False
-                        local = self.scheduler.new_handle()
+                        local = next(handles)
                         event = (actors.PUBLISH, target, payload, local)
                         held_entries = membrane.hold(payload) if has_refs else ()
                         inbound[handle] = (local, held_entries, target)

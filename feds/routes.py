@@ -124,6 +124,7 @@ class _Recording(Turn):
         raise _Refused
 
     sync = spawn = new_facet = on_stop = stop = stop_actor = on_commit = later = _refuse
+    publish_inline = retract_inline = _refuse  # assertions, past the dispatch
 
 
 def derive(entry: Ref, payload: Value) -> Route:

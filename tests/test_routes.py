@@ -240,6 +240,42 @@ def test_no_route_through_a_step_that_asserts_or_fails_and_the_turns_do_what_the
     assert node.sched.crashes and node.sched.crashes[0][0] is node.actor
 
 
+class _InlineShower(Entity):
+    """Shows an inline step of its own actor what it is sent, past the dispatch (as a
+    dataspace shows its rule steps their captures): an assertion all the same."""
+
+    pure_messages = True  # claimed, as _Publisher's
+
+    def __init__(self, step: Ref) -> None:
+        self.step = step
+
+    def on_message(self, turn: Turn, value: Value) -> None:
+        turn.publish_inline(self.step, value, next(turn.scheduler.handles))
+
+
+class _Held(Entity):
+    """An inline step keeping what it is shown."""
+
+    inline = True
+    pure_messages = True
+
+    def __init__(self) -> None:
+        self.held: dict[Handle, Value] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.held[handle] = value
+
+
+def test_no_route_through_a_step_that_shows_an_inline_step_an_assertion() -> None:
+    node = _Actor()
+    held = _Held()
+    box: list[Ref] = []
+    node.act(lambda t: box.append(t.ref(_InlineShower(t.ref(held)))))
+    assert derive(box[0], 1).stages is None
+    assert not node.deliver(box[0], 1) and not node.deliver(box[0], 2)
+    assert sorted(held.held.values()) == [1, 2]
+
+
 class _Log(Entity):
     """Appends ``(name, value)`` for each message to a log shared with others."""
 
@@ -464,7 +500,7 @@ def test_a_message_to_a_step_that_is_not_pure_ends_the_routes_of_its_actor() -> 
 
 def _publish_from_elsewhere(node: _Actor, target: Ref, value: Value) -> int:
     """Assert ``value`` at ``target`` as a relay's packet would (no action of the node)."""
-    handle = node.sched.new_handle()
+    handle = next(node.sched.handles)
     node.sched.send(node.sender, {node.actor: [(PUBLISH, target, value, handle)]})
     node.sched.run_until_idle()
     return handle
