@@ -8,7 +8,10 @@ sans-IO, so any task of the driver's trio run may run them, between two awaits.
 :meth:`Driver.run_now` lets a transport's reader task run the turns a packet caused right after
 handing the bytes to its relay, and :meth:`Driver.after_turns` lets a transport write their
 output right after they ran, in whichever task ran them. A packet crossing a node then costs one
-task wakeup (the reader's) instead of three (reader, driver, writer).
+task wakeup (the reader's) instead of three (reader, driver, writer). And what a task queues (a
+client's send) runs as that task's step ends, in a trio instrument of the driver's run, not in
+a step of the driver's task: a round trip's client process takes as many task steps and waits
+for I/O as the floor's client (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ class Driver:
         self._running = False  # turns are being run (by any task)
         self._flushing = False  # after-turns callbacks are being called
         self._after: list[Callable[[], None]] = []
+        self._at_step_end: _StepEnd | None = None  # while :meth:`run` runs
+        self._due = False  # work queued in a task step, to run when that step ends
+        self._failure: BaseException | None = None  # raised by turns run at a step's end
         self.scheduler.on_work = self._wake
         _drivers[self.scheduler] = weakref.ref(self)
 
@@ -51,7 +57,13 @@ class Driver:
         return None if ref is None else ref()
 
     def _wake(self) -> None:
-        if not self._running:  # whoever is running turns now runs the new ones too
+        """Work was queued: have it run, by the end of the current task step if one is running
+        (:class:`_StepEnd`), else by the driver's task."""
+        if self._running or self._due:  # whoever is running turns now runs the new ones too
+            return
+        if self._at_step_end is not None and self._at_step_end.stepping:
+            self._due = True
+        else:
             self._wakeup.set()
 
     def act(self, facet: Facet, action: TurnAction) -> None:
@@ -65,8 +77,8 @@ class Driver:
         transport uses this to write everything a run of turns produced with one write.
         """
         self._after.append(callback)
-        if not (self._running or self._flushing):
-            self._wakeup.set()
+        if not self._flushing:
+            self._wake()
 
     def run_now(self, cause: Callable[[], object] | None = None) -> bool:
         """Call ``cause`` (code that may queue turns, such as ``relay.receive``), then run up to
@@ -103,11 +115,55 @@ class Driver:
         return False
 
     async def run(self) -> None:
-        """Run turns forever (cancel the enclosing scope to stop)."""
+        """Run turns forever (cancel the enclosing scope to stop).
+
+        Work queued by a task (a session's action) runs when that task's step ends, before
+        trio goes on (:class:`_StepEnd`): as the turns would run in this task's next step, but
+        without waking it, one task step and one pass of trio's loop fewer per action. This task
+        takes what a step's end leaves (a slice's rest) and work queued outside any task.
+        """
         scheduler = self.scheduler
-        while True:
-            if scheduler.idle() and not self._after:
-                await self._wakeup.wait()
-            self._wakeup = trio.Event()
-            self.run_now()
-            await trio.sleep(0)
+        self._at_step_end = _StepEnd(self)
+        trio.lowlevel.add_instrument(self._at_step_end)
+        try:
+            while True:
+                if scheduler.idle() and not self._after:
+                    await self._wakeup.wait()
+                if self._failure is not None:
+                    failure, self._failure = self._failure, None
+                    raise failure
+                self._wakeup = trio.Event()
+                if not self.run_now():  # more to do: let the other tasks run first
+                    await trio.sleep(0)
+        finally:
+            trio.lowlevel.remove_instrument(self._at_step_end)
+            self._at_step_end = None
+            if self._due:  # queued in the last step: for whoever runs the driver next
+                self._due = False
+                self._wakeup.set()
+
+
+class _StepEnd(trio.abc.Instrument):
+    """Runs a driver's turns as the task step that queued them ends (a trio instrument of the
+    driver's run: the task has yielded, trio has not gone on), as the floor's client flushes
+    its outbox: what the turns wake runs in trio's next batch, with no wait for I/O before
+    it. A failure is raised in the driver's task, which is woken for it (an instrument that
+    raises is removed)."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.stepping = False  # a task's step is running, and this step end is still to come
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.stepping = True
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.stepping = False
+        driver = self.driver
+        if driver._due:
+            driver._due = False
+            try:
+                driver.run_now()
+            except BaseException as exc:  # handed to the driver's task
+                driver._failure = exc
+                driver._wakeup.set()
