@@ -331,7 +331,7 @@ def worker_feds_node(name: str, protocol: str, parent: int | None, profile: str 
     from feds.runtime import NodeRuntime
 
     async def main() -> None:
-        driver = Driver()
+        driver = Driver(at_step_end=False)  # as `feds node` runs one
         runtime = NodeRuntime(driver.scheduler, name, protocol)
         token = trio.lowlevel.current_trio_token()
         async with trio.open_nursery() as nursery:

@@ -38,8 +38,12 @@ class Driver:
     """Owns a scheduler for the lifetime of :meth:`run` (the latest driver made for a scheduler
     replaces earlier ones, as it takes over ``scheduler.on_work``)."""
 
-    def __init__(self, scheduler: Scheduler | None = None) -> None:
+    def __init__(self, scheduler: Scheduler | None = None, *, at_step_end: bool = True) -> None:
+        """``at_step_end``: run what a task queues as its step ends (:meth:`run`); a node
+        process, whose reader tasks run what their packets cause themselves, spares the
+        instrument's two calls per task step (about 1.4 µs) with False."""
         self.scheduler = scheduler or Scheduler()
+        self.at_step_end = at_step_end
         self._wakeup = trio.Event()
         self._running = False  # turns are being run (by any task)
         self._flushing = False  # after-turns callbacks are being called
@@ -123,8 +127,9 @@ class Driver:
         takes what a step's end leaves (a slice's rest) and work queued outside any task.
         """
         scheduler = self.scheduler
-        self._at_step_end = _StepEnd(self)
-        trio.lowlevel.add_instrument(self._at_step_end)
+        if self.at_step_end:
+            self._at_step_end = _StepEnd(self)
+            trio.lowlevel.add_instrument(self._at_step_end)
         try:
             while True:
                 if scheduler.idle() and not self._after:
@@ -136,8 +141,9 @@ class Driver:
                 if not self.run_now():  # more to do: let the other tasks run first
                     await trio.sleep(0)
         finally:
-            trio.lowlevel.remove_instrument(self._at_step_end)
-            self._at_step_end = None
+            if self._at_step_end is not None:
+                trio.lowlevel.remove_instrument(self._at_step_end)
+                self._at_step_end = None
             if self._due:  # queued in the last step: for whoever runs the driver next
                 self._due = False
                 self._wakeup.set()

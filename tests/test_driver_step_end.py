@@ -24,8 +24,8 @@ class _Steps(trio.abc.Instrument):
         self.steps[task.name] += 1
 
 
-def _driver_with_actor() -> tuple[Driver, object]:
-    driver = Driver()
+def _driver_with_actor(at_step_end: bool = True) -> tuple[Driver, object]:
+    driver = Driver(at_step_end=at_step_end)
     actor = driver.scheduler.spawn(lambda t: None, name="app")
     driver.scheduler.run_until_idle()
     return driver, actor
@@ -109,3 +109,19 @@ async def test_a_failure_of_what_a_step_s_end_ran_is_raised_by_the_driver() -> N
             with trio.fail_after(5):
                 await trio.sleep_forever()
     assert raised.group_contains(RuntimeError, match="output callback failed")
+
+
+async def test_a_driver_without_step_ends_runs_a_task_s_action_in_its_own_task() -> None:
+    """A node process's driver (``at_step_end=False``): the driver's task runs the action."""
+    driver, actor = _driver_with_actor(at_step_end=False)
+    ran: list[str] = []
+    steps = _Steps()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(driver.run, name="driver")
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.add_instrument(steps)
+        driver.act(actor.root, lambda t: ran.append("turn"))  # type: ignore[attr-defined]
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.remove_instrument(steps)
+        assert ran == ["turn"] and steps.steps["driver"] == 1
+        nursery.cancel_scope.cancel()

@@ -130,7 +130,7 @@ def _node(args: argparse.Namespace) -> int:
     spec = topology.nodes[args.name]
 
     async def main() -> None:
-        driver = Driver()
+        driver = Driver(at_step_end=False)  # a node's reader tasks run their packets' turns
         runtime = NodeRuntime.from_topology(driver.scheduler, topology, spec.name, args.protocol)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run)
