@@ -102,3 +102,5 @@ def test_floor_breakdown_quick() -> None:
     first = {cells[0].strip() for cells in table}
     assert {"floor trio", "feds aggregate-subs", "feds aggregate-subs, traced"} <= first, output
     assert {"decode", "turns", "encode", "rest"} <= first, output  # the traced parts
+    header = next(cells for cells in table if cells[0].strip() == "system")
+    assert [c.strip() for c in header[-2:]] == ["client task steps", "client I/O waits"], output
