@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from typing import ClassVar
 
 import trio
 
@@ -65,8 +66,10 @@ class Driver:
         (:class:`_StepEnd`), else by the driver's task."""
         if self._running or self._due:  # whoever is running turns now runs the new ones too
             return
-        if self._at_step_end is not None and self._at_step_end.stepping:
+        step_end = self._at_step_end
+        if step_end is not None and step_end.stepping:
             self._due = True
+            step_end.due.append(self)
         else:
             self._wakeup.set()
 
@@ -128,8 +131,7 @@ class Driver:
         """
         scheduler = self.scheduler
         if self.at_step_end:
-            self._at_step_end = _StepEnd(self)
-            trio.lowlevel.add_instrument(self._at_step_end)
+            self._at_step_end = _StepEnd.join()
         try:
             while True:
                 if scheduler.idle() and not self._after:
@@ -142,34 +144,65 @@ class Driver:
                     await trio.sleep(0)
         finally:
             if self._at_step_end is not None:
-                trio.lowlevel.remove_instrument(self._at_step_end)
+                self._at_step_end.leave(self)
                 self._at_step_end = None
             if self._due:  # queued in the last step: for whoever runs the driver next
                 self._due = False
                 self._wakeup.set()
 
+    def _run_due(self) -> None:
+        """Run what a task step queued, as the step ends (:class:`_StepEnd`); a failure goes
+        to the driver's task, which is woken to raise it."""
+        self._due = False
+        try:
+            self.run_now()
+        except BaseException as exc:  # handed to the driver's task
+            self._failure = exc
+            self._wakeup.set()
+
 
 class _StepEnd(trio.abc.Instrument):
-    """Runs a driver's turns as the task step that queued them ends (a trio instrument of the
-    driver's run: the task has yielded, trio has not gone on), as the floor's client flushes
-    its outbox: what the turns wake runs in trio's next batch, with no wait for I/O before
-    it. A failure is raised in the driver's task, which is woken for it (an instrument that
-    raises is removed)."""
+    """Runs drivers' turns as the task step that queued them ends (a trio instrument: the task
+    has yielded, trio has not gone on), as the floor's client flushes its outbox: what the
+    turns wake runs in trio's next batch, with no wait for I/O before it. One per trio run,
+    shared by its drivers (a process with many sessions has one driver each), so a task step
+    costs its two calls however many there are. A failure is raised in the failing driver's
+    task (an instrument that raises is removed)."""
 
-    def __init__(self, driver: Driver) -> None:
-        self.driver = driver
+    _by_run: ClassVar[dict[trio.lowlevel.TrioToken, _StepEnd]] = {}
+
+    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
+        self.token = token
         self.stepping = False  # a task's step is running, and this step end is still to come
+        self.due: list[Driver] = []  # drivers with work queued in this step
+        self.drivers = 0  # running drivers of this trio run
+
+    @classmethod
+    def join(cls) -> _StepEnd:
+        """The current trio run's (installed by its first running driver)."""
+        token = trio.lowlevel.current_trio_token()
+        step_end = cls._by_run.get(token)
+        if step_end is None:
+            step_end = cls._by_run[token] = cls(token)
+            trio.lowlevel.add_instrument(step_end)
+        step_end.drivers += 1
+        return step_end
+
+    def leave(self, driver: Driver) -> None:
+        """``driver`` stops running; the last one removes the instrument."""
+        if driver in self.due:
+            self.due.remove(driver)
+        self.drivers -= 1
+        if not self.drivers:
+            del self._by_run[self.token]
+            trio.lowlevel.remove_instrument(self)
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self.stepping = True
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         self.stepping = False
-        driver = self.driver
-        if driver._due:
-            driver._due = False
-            try:
-                driver.run_now()
-            except BaseException as exc:  # handed to the driver's task
-                driver._failure = exc
-                driver._wakeup.set()
+        if self.due:
+            due, self.due = self.due, []
+            for driver in due:
+                driver._run_due()

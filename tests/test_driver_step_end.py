@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from feds.actor import Turn
-from feds.driver import SLICE, Driver
+from feds.driver import SLICE, Driver, _StepEnd
 
 
 class _Steps(trio.abc.Instrument):
@@ -125,3 +125,26 @@ async def test_a_driver_without_step_ends_runs_a_task_s_action_in_its_own_task()
         trio.lowlevel.remove_instrument(steps)
         assert ran == ["turn"] and steps.steps["driver"] == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_the_drivers_of_one_trio_run_share_one_step_end() -> None:
+    """A process with many sessions has a driver each: one instrument serves them all, and
+    goes with the last of them."""
+    (first, first_actor), (second, second_actor) = _driver_with_actor(), _driver_with_actor()
+    ran: list[str] = []
+    steps = _Steps()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first.run, name="first")
+        nursery.start_soon(second.run, name="second")
+        await trio.testing.wait_all_tasks_blocked()
+        assert first._at_step_end is second._at_step_end is not None
+        trio.lowlevel.add_instrument(steps)
+        first.act(first_actor.root, lambda t: ran.append("first"))  # type: ignore[attr-defined]
+        second.act(second_actor.root, lambda t: ran.append("second"))  # type: ignore[attr-defined]
+        await trio.sleep(0)
+        assert ran == ["first", "second"]
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.remove_instrument(steps)
+        assert steps.steps["first"] == steps.steps["second"] == 0
+        nursery.cancel_scope.cancel()
+    assert _StepEnd._by_run == {}
