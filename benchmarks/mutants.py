@@ -41,6 +41,7 @@ TESTS = [
     "tests/test_protocol_schemas.py",
     "tests/test_federation.py",
     "tests/test_routes.py",
+    "tests/test_inline_steps.py",
 ]
 """The fast tests that cover the protocol and sync code (and the routes that stand for it)."""
 TIMEOUT = 900
@@ -171,9 +172,9 @@ MUTANTS = [
     Mutant(
         "unobserve-keeps-matches",
         "feds/dataspace.py",
-        "                self.index.remove_handler(skeleton, observer)\n"
+        "                turn.actor.routes = None  # messages no longer reach this observer\n"
         "                observer.withdraw(turn)\n",
-        "                self.index.remove_handler(skeleton, observer)\n",
+        "                turn.actor.routes = None  # messages no longer reach this observer\n",
         "retracting an Observe does not retract what it published (not retracting on unobserve)",
     ),
     Mutant(
@@ -250,8 +251,8 @@ MUTANTS = [
         "routes-kept-after-impure-inline-event",
         "feds/actor.py",
         "            if not ref.pure:  # it may change what a route stands for\n"
-        "                self.actor.routes = None\n            entity = ref.entity\n",
-        "            entity = ref.entity\n",
+        "                self.actor.routes = None\n            saved = self.facet\n",
+        "            saved = self.facet\n",
         "an actor keeps its routes when an inline step that is not pure hears an assertion",
     ),
     Mutant(
@@ -338,6 +339,22 @@ MUTANTS = [
         "            scheduler.send(actor, {target: [(MESSAGE, to, found[1][i], None)]})\n",
         "            scheduler.send(actor, {target: [(MESSAGE, to, found[1], None)]})\n",
         "a lone message's one-send route sends all the values it made, not the one it names",
+    ),
+    Mutant(
+        "inline-captures-to-stopped-step",
+        "feds/actor.py",
+        "        facet = ref.facet\n        if facet.alive:\n"
+        "            if not ref.pure:  # it may change what a route stands for\n",
+        "        facet = ref.facet\n        if True:\n"
+        "            if not ref.pure:  # it may change what a route stands for\n",
+        "a dataspace shows an inline rule step in a stopped facet its captures",
+    ),
+    Mutant(
+        "routes-record-inline-captures",
+        "feds/routes.py",
+        "    publish_inline = retract_inline = _refuse  # assertions, past the dispatch\n",
+        "",
+        "a route's recording turn lets a step show an inline step an assertion",
     ),
 ]
 
