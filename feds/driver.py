@@ -49,7 +49,7 @@ class Driver:
         self._running = False  # turns are being run (by any task)
         self._flushing = False  # after-turns callbacks are being called
         self._after: list[Callable[[], None]] = []
-        self._at_step_end: _StepEnd | None = None  # while :meth:`run` runs
+        self._step_end: _StepEnd | None = None  # the run's, while :meth:`run` runs (at_step_end)
         self._due = False  # work queued in a task step, to run when that step ends
         self._failure: BaseException | None = None  # raised by turns run at a step's end
         self.scheduler.on_work = self._wake
@@ -66,7 +66,7 @@ class Driver:
         (:class:`_StepEnd`), else by the driver's task."""
         if self._running or self._due:  # whoever is running turns now runs the new ones too
             return
-        step_end = self._at_step_end
+        step_end = self._step_end
         if step_end is not None and step_end.stepping:
             self._due = True
             step_end.due.append(self)
@@ -131,7 +131,7 @@ class Driver:
         """
         scheduler = self.scheduler
         if self.at_step_end:
-            self._at_step_end = _StepEnd.join()
+            self._step_end = _StepEnd.join()
         try:
             while True:
                 if scheduler.idle() and not self._after:
@@ -143,9 +143,9 @@ class Driver:
                 if not self.run_now():  # more to do: let the other tasks run first
                     await trio.sleep(0)
         finally:
-            if self._at_step_end is not None:
-                self._at_step_end.leave(self)
-                self._at_step_end = None
+            if self._step_end is not None:
+                self._step_end.leave(self)
+                self._step_end = None
             if self._due:  # queued in the last step: for whoever runs the driver next
                 self._due = False
                 self._wakeup.set()

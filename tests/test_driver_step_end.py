@@ -31,8 +31,12 @@ def _driver_with_actor(at_step_end: bool = True) -> tuple[Driver, object]:
     return driver, actor
 
 
-async def test_a_task_s_action_runs_when_its_step_ends_without_a_step_of_the_driver() -> None:
-    driver, actor = _driver_with_actor()
+@pytest.mark.parametrize("at_step_end", [True, False], ids=["client", "node"])
+async def test_a_task_s_action_runs_when_its_step_ends_without_a_step_of_the_driver(
+    at_step_end: bool,
+) -> None:
+    """With ``at_step_end=False`` (a node process's driver) the driver's task runs it."""
+    driver, actor = _driver_with_actor(at_step_end)
     ran: list[str] = []
     steps = _Steps()
     async with trio.open_nursery() as nursery:
@@ -40,16 +44,17 @@ async def test_a_task_s_action_runs_when_its_step_ends_without_a_step_of_the_dri
         await trio.testing.wait_all_tasks_blocked()
         trio.lowlevel.add_instrument(steps)
         driver.act(actor.root, lambda t: ran.append("turn"))  # type: ignore[attr-defined]
-        assert ran == []  # not inside the calling code: at the end of its step
+        assert ran == []  # not inside the calling code
         await trio.sleep(0)
-        assert ran == ["turn"]
+        if at_step_end:
+            assert ran == ["turn"]  # at the end of the calling task's step
         await trio.testing.wait_all_tasks_blocked()
         trio.lowlevel.remove_instrument(steps)
-        assert steps.steps["driver"] == 0
+        assert ran == ["turn"] and steps.steps["driver"] == (0 if at_step_end else 1)
         nursery.cancel_scope.cancel()
 
 
-async def test_work_queued_outside_any_task_step_is_run_by_the_driver_s_task() -> None:
+async def test_work_queued_once_the_step_end_has_passed_is_run_by_the_driver_s_task() -> None:
     driver, actor = _driver_with_actor()
     ran = trio.Event()
 
@@ -111,22 +116,6 @@ async def test_a_failure_of_what_a_step_s_end_ran_is_raised_by_the_driver() -> N
     assert raised.group_contains(RuntimeError, match="output callback failed")
 
 
-async def test_a_driver_without_step_ends_runs_a_task_s_action_in_its_own_task() -> None:
-    """A node process's driver (``at_step_end=False``): the driver's task runs the action."""
-    driver, actor = _driver_with_actor(at_step_end=False)
-    ran: list[str] = []
-    steps = _Steps()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(driver.run, name="driver")
-        await trio.testing.wait_all_tasks_blocked()
-        trio.lowlevel.add_instrument(steps)
-        driver.act(actor.root, lambda t: ran.append("turn"))  # type: ignore[attr-defined]
-        await trio.testing.wait_all_tasks_blocked()
-        trio.lowlevel.remove_instrument(steps)
-        assert ran == ["turn"] and steps.steps["driver"] == 1
-        nursery.cancel_scope.cancel()
-
-
 async def test_the_drivers_of_one_trio_run_share_one_step_end() -> None:
     """A process with many sessions has a driver each: one instrument serves them all, and
     goes with the last of them."""
@@ -137,7 +126,7 @@ async def test_the_drivers_of_one_trio_run_share_one_step_end() -> None:
         nursery.start_soon(first.run, name="first")
         nursery.start_soon(second.run, name="second")
         await trio.testing.wait_all_tasks_blocked()
-        assert first._at_step_end is second._at_step_end is not None
+        assert first._step_end is second._step_end is not None
         trio.lowlevel.add_instrument(steps)
         first.act(first_actor.root, lambda t: ran.append("first"))  # type: ignore[attr-defined]
         second.act(second_actor.root, lambda t: ran.append("second"))  # type: ignore[attr-defined]
