@@ -1,17 +1,16 @@
 """Mutation check of the protocol and sync code: does the fast suite kill each mutant?
 
-Each mutant is one small, deliberate bug in ``feds/protocols/*``, ``feds/node.py`` (federated
-sync, local access), ``feds/dataspace.py`` or the message routes (``feds/routes.py`` and where
-``feds/actor.py`` drops them) — dropping a ≠ condition, not retracting on
-unobserve, delivering twice, answering a sync early, … For each, the script copies the worktree's
-``feds/``, ``tests/`` and the files the tests read (``topology/``, ``protocols/``) to a
-temporary directory, applies the mutant there (the worktree is never touched), runs the fast
-tests that cover that code against the copy, and reports whether they failed (*killed*) or
-passed (*survived*). A mutant whose text no longer occurs in the source is
-reported as *stale* (update its snippet). A mutant shown to be *equivalent* under the current
-design (its ``equivalent`` says why; ``docs/protocols.md`` has the argument) is still run: if it
-survives it is reported as *equivalent*, and if a change of design makes the tests kill it, as
-killed.
+Each mutant is one small, deliberate bug in ``feds/protocols/*``, ``feds/node.py`` (federated sync,
+local access), ``feds/dataspace.py`` or the message routes (``feds/routes.py``, where
+``feds/actor.py`` drops them, and the relay passing a lone message on as its bytes) — dropping a ≠
+condition, not retracting on unobserve, delivering twice, answering a sync early, … For each, the
+script copies the worktree's ``feds/``, ``tests/`` and the files the tests read (``topology/``,
+``protocols/``) to a temporary directory, applies the mutant there (the worktree is never touched),
+runs the fast tests that cover that code against the copy, and reports whether they failed
+(*killed*) or passed (*survived*). A mutant whose text no longer occurs in the source is reported
+as *stale* (update its snippet). A mutant shown to be *equivalent* under the current design (its
+``equivalent`` says why; ``docs/protocols.md`` has the argument) is still run: if it survives it is
+reported as *equivalent*, and if a change of design makes the tests kill it, as killed.
 
     .venv/bin/python benchmarks/mutants.py            # every mutant, about 15 minutes
     .venv/bin/python benchmarks/mutants.py --list     # names only
@@ -355,6 +354,34 @@ MUTANTS = [
         "    publish_inline = retract_inline = _refuse  # assertions, past the dispatch\n",
         "",
         "a route's recording turn lets a step show an inline step an assertion",
+    ),
+    Mutant(
+        "pass-on-ext-types",
+        "feds/codec.py",
+        '    "ext_hook": _not_plain,\n',
+        "",
+        "a relay passes on as bytes a message holding ext types (symbols, records, cached slots)",
+    ),
+    Mutant(
+        "pass-on-any-depth",
+        "feds/codec.py",
+        "        if size > self._plain_max or _containers(data) > self._max_depth - depth:\n",
+        "        if size > self._plain_max:\n",
+        "a relay passes on as bytes a message nested deeper than the far side accepts",
+    ),
+    Mutant(
+        "pass-on-while-queued",
+        "feds/relay.py",
+        "            or scheduler._queue\n",
+        "",
+        "a relay passes a lone message on as bytes ahead of work queued before it came",
+    ),
+    Mutant(
+        "pass-on-guarded-route",
+        "feds/relay.py",
+        "        if route.select is not None or single is None:\n",
+        "        if single is None:\n",
+        "a relay passes on as bytes a message whose route looked at it (and may rebuild it)",
     ),
 ]
 

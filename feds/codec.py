@@ -617,6 +617,22 @@ _COUNT_MAX_BYTES: Final = 2048
 """Up to this size, counting a frame's container headers is cheaper than :func:`_nests_at_most`."""
 
 
+def _not_plain(*_args: object) -> None:
+    raise _NotPlain
+
+
+class _NotPlain(Exception):
+    """What :meth:`Decoder.is_plain`'s hooks raise: the data holds an ext type or a map."""
+
+
+_PLAIN_OPTIONS: Final = {
+    "ext_hook": _not_plain,
+    "object_pairs_hook": _not_plain,
+    "use_list": False,
+    "raw": False,
+}
+
+
 def _containers(data: bytes) -> int:
     """How many bytes of ``data`` may start a container (at C speed)."""
     return len(data.translate(None, _NOT_CONTAINER_HEADERS))
@@ -752,6 +768,8 @@ class Decoder(_StreamEnd):
     def _start(self) -> None:
         self._max_depth = self.limits.max_depth
         self._max_length = self.limits.max_collection_length
+        # longest data is_plain takes: no longer than a length or a count of containers may be
+        self._plain_max = min(self._max_length, self.limits.max_containers, _COUNT_MAX_BYTES)
         self._open_heads = 0  # heads decoded but not yet at the start of a completed array
         self._containers_left = 0  # arrays and maps the value being decoded may still have
         self._ref_depth = 0  # depth of the deepest cached value referred to (by one item)
@@ -843,6 +861,27 @@ class Decoder(_StreamEnd):
         finally:
             self._ref_depth, self._special = ref_depth, outer_special
         return value
+
+    def is_plain(self, data: bytes, depth: int) -> bool:
+        """Whether ``data`` is one value of msgpack's own arrays and atoms only (no ext type, no
+        map) that :meth:`decode` would take, as a part of a frame ``depth`` containers deep.
+
+        Such bytes mean the same on every stream: they hold no reference and nothing of a value
+        cache, and encoding what they decode to gives bytes that decode to an equal value. So a
+        relay may pass them on as they came instead of decoding and encoding them. Checked in
+        one msgpack call without a hook (a hook is called only to refuse). Only for data short
+        enough that no limit but depth can bind (its bytes bound its lengths and containers)
+        and that counts few enough container bytes: False for any other data, which
+        :meth:`decode` then takes (and refuses, if it must, with the reason).
+        """
+        size = len(data)
+        if size > self._plain_max or _containers(data) > self._max_depth - depth:
+            return False
+        try:
+            msgpack.unpackb(data, **_PLAIN_OPTIONS)
+        except Exception:
+            return False
+        return True
 
     def known_ref_free(self, v: Value) -> bool:
         """Whether ``v`` is known to hold no embedded reference, without looking inside it.
@@ -1202,6 +1241,14 @@ class FrameDecoder:
 
     def next_value(self) -> Value:
         """The next complete frame's value, or :data:`NEED_DATA` if none is buffered."""
+        frame = self.next_frame()
+        if frame is NEED_DATA:
+            return NEED_DATA
+        return self.decoder.decode(frame)  # type: ignore[arg-type]
+
+    def next_frame(self) -> bytes | _NeedData:
+        """The next complete frame's body, checked by :attr:`inspect` and not decoded (a caller
+        that decodes it uses :attr:`decoder`), or :data:`NEED_DATA` if none is buffered."""
         if self._broken is not None:
             raise self._broken
         start, buffer = self._start, self._buffer
@@ -1223,7 +1270,7 @@ class FrameDecoder:
             self._start = end
         if self.inspect is not None:
             self.inspect(frame)
-        return self.decoder.decode(frame)
+        return frame
 
     def frames(self) -> Iterator[Value]:
         """Yield the value of every complete buffered frame."""

@@ -168,6 +168,12 @@ def _turn_prefix() -> bytes:
 
 
 _TURN_PREFIX: Final = _turn_prefix()
+_LONE_MESSAGE: Final = _TURN_PREFIX + b"\x91\x92"
+"""How a packet of one bare event of two items (a message) begins: ``<turn [[oid value]]>``."""
+_MESSAGE_DEPTH: Final = 3
+"""How deep a message's value is in its packet: the packet's array, the events', the event's."""
+_EVENT_HEAD_MAX: Final = 10
+"""Most bytes of a bare message before its value: its array's header and an oid."""
 _PING_FRAME: Final = encode_frame(Record(PING, ()))
 _PONG_FRAME: Final = encode_frame(Record(PONG, ()))
 _ERROR_ENCODER: Final = Encoder()
@@ -256,6 +262,7 @@ class RelayStats:
     bytes_in: int = 0
     bytes_out: int = 0
     late_events_in: int = 0  # events for an oid freed here, dropped (a benign race)
+    passed_on: int = 0  # of events_in, messages passed on as their bytes (Relay._pass_on)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -630,15 +637,19 @@ class Relay:
             return
         self.stats.bytes_in += len(data)
         try:
-            self._frames.feed(data)
+            frames = self._frames
+            frames.feed(data)
             membrane = self._membrane
             while not self.closed and self._goodbye is None:
-                membrane.decoded = []
-                membrane.refs_decoded = 0
-                packet = self._frames.next_value()
-                if packet is NEED_DATA:
+                frame = frames.next_frame()
+                if frame is NEED_DATA:
                     break
                 self.stats.packets_in += 1
+                if frame.startswith(_LONE_MESSAGE) and self._pass_on(frame):  # type: ignore[union-attr]
+                    continue
+                membrane.decoded = []
+                membrane.refs_decoded = 0
+                packet = frames.decoder.decode(frame)  # type: ignore[arg-type]
                 self._dispatch(packet, membrane.decoded, membrane.refs_decoded)
         except CodecError as e:
             self._fail(f"bad frame: {e}")
@@ -848,6 +859,79 @@ class Relay:
             self._enqueue(lambda turn: self._apply(turn, ops, entries, refs))
         else:
             self._apply_now(ops, entries, refs)
+
+    def _pass_on(self, frame: bytes) -> bool:
+        """Pass on a packet of one message as its bytes, where the route of its entry
+        (:mod:`feds.routes`) sends any payload as it came to a proxy of another relay: the
+        payload's bytes go into that relay's packet behind the proxy's oid, neither decoded
+        nor encoded. Only for a payload of msgpack's own arrays and atoms
+        (:meth:`~feds.codec.Decoder.is_plain`), which means the same on every link, and only
+        where :func:`~feds.routes.follow` would follow that route (the scheduler idle, the
+        entry's actor's routes standing) and :meth:`_on_turn` would apply the packet at once
+        (no turn of this relay waiting, no sync pinning oids), with the same bookkeeping as
+        those. False, having done nothing, for any other packet: it takes the general path,
+        which also refuses what is wrong with it."""
+        if not self._bare or self._applying or self._ready_queued or self._sync_pins:
+            return False
+        at = len(_LONE_MESSAGE)
+        if len(frame) <= at:
+            return False
+        head = frame[at]
+        if head < 0x80:  # the oid as a positive fixint, or a uint 8 or 16
+            oid, at = head, at + 1
+        elif head == 0xCC:
+            oid, at = frame[at + 1], at + 2
+        elif head == 0xCD:
+            oid, at = int.from_bytes(frame[at + 1 : at + 3], "big"), at + 3
+        else:
+            return False
+        entry = self._membrane.exports.get(oid)
+        if entry is None or self._expected_proof is not None:
+            return False
+        ref = entry.ref
+        actor = ref.actor
+        routes = actor.routes
+        if routes is None or not ref.pure:
+            return False
+        variants = routes.get(ref)
+        if not variants:
+            return False
+        route = variants[0]  # followed for every payload, if it looked at nothing
+        single = route.single
+        if route.select is not None or single is None:
+            return False
+        target, to, _value = single
+        proxy = to.entity
+        if proxy.__class__ is not _Proxy:
+            return False
+        out = proxy.relay
+        scheduler = self.scheduler
+        if (
+            target is not out.actor
+            or target.queued
+            or out.closed
+            or not actor.alive
+            or scheduler.running
+            or scheduler._queue
+            or scheduler._open
+        ):
+            return False
+        payload = frame[at:]
+        if len(payload) > out._event_limit - _EVENT_HEAD_MAX or not self._frames.decoder.is_plain(
+            payload, _MESSAGE_DEPTH
+        ):
+            return False
+        stats = self.stats
+        stats.events_in += 1
+        stats.passed_on += 1
+        self.actor.work += 1  # as _queue_batches and follow count
+        actor.work += 1
+        scheduler.routed += 1
+        out._take_encoded(proxy.oid, payload)
+        membrane = self._membrane
+        if membrane.dirty and self._flush_turn is None:
+            membrane.collect()
+        return True
 
     def _message_batches(self, items: tuple) -> dict[Actor, list[tuple]] | None:
         """What :meth:`_apply_now` would queue for a packet of bare messages, all to live oids
@@ -1163,11 +1247,25 @@ class Relay:
             for oid, value in run:
                 self._send_message(None, oid, value)
             return
-        if self._after_removals:  # as in _emit
-            self._seal()
-        self._events += encodings
+        self._add_events(encodings)
         if lifted:
             self._transient.extend(lifted)
+
+    def _add_events(self, encodings: list[bytes]) -> None:
+        """Add encoded events to the packet being gathered, sealing it first if it holds
+        retractions of earlier turns (as :meth:`_emit` does)."""
+        if self._after_removals:
+            self._seal()
+        self._events += encodings
+
+    def _take_encoded(self, oid: int, payload: bytes) -> None:
+        """:meth:`take` of one message to the proxy of ``oid``, given the encoding of its value,
+        which must hold no reference and nothing of a value cache (:meth:`_pass_on`)."""
+        self._flush_turn = None
+        self._begin()
+        self.actor.work += 1
+        self._add_events([b"\x92" + self._packer.pack(oid) + payload])
+        self._flush()
 
     def _send_retracts(self, handles: list[Handle]) -> None:
         """:meth:`_send_retract` of each of ``handles``, as :meth:`_send_messages` sends
