@@ -383,6 +383,14 @@ MUTANTS = [
         "        if single is None:\n",
         "a relay passes on as bytes a message whose route looked at it (and may rebuild it)",
     ),
+    Mutant(
+        "lone-message-any-oid",
+        "feds/relay.py",
+        "        if oid >= self._membrane.next_oid:  # never allocated here\n"
+        "            raise _bare_event_error((oid, value))\n",
+        "",
+        "a packet of one message to an oid never given is dropped as late, not refused",
+    ),
 ]
 
 

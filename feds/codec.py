@@ -791,8 +791,10 @@ class Decoder(_StreamEnd):
         self._special = False  # whether the data being decoded may hold a NaN or a timestamp
         self._deepest_cached = 0  # depth of the deepest value ever in the cache
 
-    def decode(self, data: bytes | bytearray | memoryview) -> Value:
-        """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`.
+    def decode(self, data: bytes | bytearray | memoryview, within: int = 0) -> Value:
+        """The value encoded in ``data`` (exactly one, nothing after it) or :class:`CodecError`;
+        ``within``: how many containers deep it is in the frame it is part of (its depth
+        counts from there).
 
         One msgpack call decodes the whole frame; the depth is checked before, at C speed, so
         that a value is walked only if the bytes do not rule out its being too deep. A frame of
@@ -805,7 +807,7 @@ class Decoder(_StreamEnd):
         more containers than that (each takes a byte): only a longer one has them counted.
         """
         frame: bytes = data if data.__class__ is bytes else bytes(data)  # type: ignore[assignment]
-        limit = self._max_depth
+        limit = self._max_depth - within
         size = len(frame)
         if size > self.limits.max_frame_size:
             raise CodecError(

@@ -645,10 +645,10 @@ class Relay:
                 if frame is NEED_DATA:
                     break
                 self.stats.packets_in += 1
-                if frame.startswith(_LONE_MESSAGE) and self._pass_on(frame):  # type: ignore[union-attr]
-                    continue
                 membrane.decoded = []
                 membrane.refs_decoded = 0
+                if frame.startswith(_LONE_MESSAGE) and self._lone_message(frame):  # type: ignore[union-attr]
+                    continue
                 packet = frames.decoder.decode(frame)  # type: ignore[arg-type]
                 self._dispatch(packet, membrane.decoded, membrane.refs_decoded)
         except CodecError as e:
@@ -829,12 +829,7 @@ class Relay:
         if len(packet.fields) != 1 or packet.fields[0].__class__ is not tuple:
             raise ProtocolError("malformed turn: expected <turn [event ...]>")
         _check_turn_count(len(packet.fields[0]))  # also when not encoded as feds does
-        forged = self._membrane.forged
-        if forged is not None:
-            raise ProtocolError(
-                f"unknown oid {forged} in an embedded reference: a reference the "
-                "receiver never gave (transient, or forged)"
-            )
+        self._check_forged()
         self._syncs_in = False
         items = packet.fields[0]
         if (
@@ -850,7 +845,11 @@ class Relay:
                 self._queue_batches(batches, entries, True)
                 return
         check = self._check_bare_event if self._bare else self._check_event
-        ops = [check(item) for item in items]
+        self._take_ops([check(item) for item in items], entries, refs)
+
+    def _take_ops(self, ops: list[tuple], entries: list[_Entry], refs: int) -> None:
+        """Apply a packet's checked events now, or in a turn behind the relay's turns that
+        wait (or, with a sync, in a turn of their own)."""
         self.stats.events_in += len(ops)
         if not ops:
             return
@@ -860,33 +859,62 @@ class Relay:
         else:
             self._apply_now(ops, entries, refs)
 
-    def _pass_on(self, frame: bytes) -> bool:
-        """Pass on a packet of one message as its bytes, where the route of its entry
+    def _check_forged(self) -> None:
+        forged = self._membrane.forged
+        if forged is not None:
+            raise ProtocolError(
+                f"unknown oid {forged} in an embedded reference: a reference the "
+                "receiver never gave (transient, or forged)"
+            )
+
+    def _lone_message(self, frame: bytes) -> bool:
+        """Take a packet of one bare message, ``<turn [[oid value]]>``, whose oid is a small
+        integer (as feds encodes it), without the general path's steps: pass it on as its bytes
+        (:meth:`_pass_on`) or decode only its value and apply it as :meth:`_on_turn` would,
+        with the same checks. False, having done nothing, for any other packet (another kind
+        of oid, a peer before its hello is accepted): it takes the general path."""
+        if not self._bare or self._expected_proof is not None:
+            return False
+        at = len(_LONE_MESSAGE)
+        size = len(frame)
+        head = frame[at] if size > at else 0xC1
+        if head < 0x80:  # the oid as a positive fixint, or a uint 8 or 16
+            start = at + 1
+            oid = head
+        elif head == 0xCC or head == 0xCD:
+            start = at + head - 0xCA
+            oid = int.from_bytes(frame[at + 1 : start], "big")
+        else:
+            return False
+        if size <= start:  # no value: the general path says what is wrong
+            return False
+        payload = frame[start:]
+        if not (self._applying or self._ready_queued or self._sync_pins) and self._pass_on(
+            oid, payload
+        ):
+            return True
+        value = self._frames.decoder.decode(payload, _MESSAGE_DEPTH)
+        self._check_forged()
+        if oid >= self._membrane.next_oid:  # never allocated here
+            raise _bare_event_error((oid, value))
+        self._syncs_in = False
+        membrane = self._membrane
+        self._take_ops([(MESSAGE, oid, value, None)], membrane.decoded, membrane.refs_decoded)
+        return True
+
+    def _pass_on(self, oid: int, payload: bytes) -> bool:
+        """Pass a message to ``oid`` on as its bytes, where the route of its entry
         (:mod:`feds.routes`) sends any payload as it came to a proxy of another relay: the
         payload's bytes go into that relay's packet behind the proxy's oid, neither decoded
         nor encoded. Only for a payload of msgpack's own arrays and atoms
         (:meth:`~feds.codec.Decoder.is_plain`), which means the same on every link, and only
         where :func:`~feds.routes.follow` would follow that route (the scheduler idle, the
-        entry's actor's routes standing) and :meth:`_on_turn` would apply the packet at once
-        (no turn of this relay waiting, no sync pinning oids), with the same bookkeeping as
-        those. False, having done nothing, for any other packet: it takes the general path,
-        which also refuses what is wrong with it."""
-        if not self._bare or self._applying or self._ready_queued or self._sync_pins:
-            return False
-        at = len(_LONE_MESSAGE)
-        if len(frame) <= at:
-            return False
-        head = frame[at]
-        if head < 0x80:  # the oid as a positive fixint, or a uint 8 or 16
-            oid, at = head, at + 1
-        elif head == 0xCC:
-            oid, at = frame[at + 1], at + 2
-        elif head == 0xCD:
-            oid, at = int.from_bytes(frame[at + 1 : at + 3], "big"), at + 3
-        else:
-            return False
+        entry's actor's routes standing) and the relay would apply the packet at once (the
+        caller checks that no turn of this relay waits and no sync pins oids), with the same
+        bookkeeping as those. False, having done nothing, otherwise: the message then takes
+        the general path, which also refuses what is wrong with it."""
         entry = self._membrane.exports.get(oid)
-        if entry is None or self._expected_proof is not None:
+        if entry is None:
             return False
         ref = entry.ref
         actor = ref.actor
@@ -916,7 +944,6 @@ class Relay:
             or scheduler._open
         ):
             return False
-        payload = frame[at:]
         if len(payload) > out._event_limit - _EVENT_HEAD_MAX or not self._frames.decoder.is_plain(
             payload, _MESSAGE_DEPTH
         ):

@@ -603,3 +603,57 @@ def test_typical_record():
     v = parse('<temp "room-17" 21.5>')
     assert decode(encode(v)) == v
     assert len(encode(v)) == 24
+
+
+def _nested(depth: int) -> Value:
+    v: Value = 1
+    for _ in range(depth):
+        v = (v,)
+    return v
+
+
+@given(
+    value=st.one_of(values(), st.integers(55, 66).map(_nested)),
+    within=st.integers(0, 4),
+)
+def test_a_value_decoded_within_a_frame_is_what_the_whole_frame_decodes_it_to(
+    value: Value, within: int
+) -> None:
+    """``Decoder.decode(data, within)``, the value alone, as deep as it sits in its frame: the
+    very value (or the very error) of decoding the whole frame around it."""
+    encoder = codec.Encoder()
+    inner = encoder.encode(value)
+    frame = b"\x91" * within + inner
+    whole, alone = codec.Decoder(), codec.Decoder()
+    try:
+        expected = whole.decode(frame)
+    except CodecError as e:
+        with pytest.raises(CodecError) as raised:
+            alone.decode(inner, within)
+        assert str(raised.value) == str(e)
+        return
+    for _ in range(within):
+        (expected,) = expected
+    assert identical(alone.decode(inner, within), expected)
+
+
+@given(value=st.one_of(values(), st.integers(58, 62).map(_nested)))
+def test_plain_data_is_data_with_no_ext_type_and_no_map_that_decodes(value: Value) -> None:
+    """``Decoder.is_plain`` against a naive reading of the bytes: msgpack alone decodes them
+    (no hook but to refuse), and the decoder takes them as deep as they are."""
+    data = codec.Encoder().encode(value)
+    decoder = codec.Decoder()
+    try:
+        msgpack.unpackb(data, ext_hook=_refuse, object_pairs_hook=_refuse)
+        decoder.decode(b"\x91\x91\x91" + data)
+        plain = len(data) <= 2048
+    except (ValueError, CodecError):
+        plain = False
+    if decoder.is_plain(data, 3):
+        assert plain
+    elif plain:  # refused only for bytes that may start too many containers
+        assert codec._containers(data) > codec.DEFAULT_LIMITS.max_depth - 3
+
+
+def _refuse(*args: object) -> None:
+    raise ValueError("not plain")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from feds import relay as relay_module
 from feds.actor import MESSAGE, PUBLISH, RETRACT, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
+from feds.codec import encode
 from feds.dataspace import Dataspace, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
@@ -749,8 +750,18 @@ def _run(protocol: str, parents: list[int], ops: list[tuple[str, int, int]]) -> 
     return histories, run.sent, fragments, run.scheduler.routed
 
 
+SWITCHES = {
+    "routes": (relay_module, "follow"),
+    "lone packets": (relay_module.Relay, "_lone_message"),
+}
+"""What the property switches off in its second run: the routes (every message takes the
+turns), or the relay's way with a packet of one message (``Relay._lone_message``: passed on
+as bytes, or only its value decoded; every packet is then decoded whole and dispatched)."""
+
+
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("protocol", protocol_names())
+@pytest.mark.parametrize("off", list(SWITCHES))
 @settings(max_examples=EXAMPLES or 15, derandomize=not EXAMPLES, deadline=None, database=None)
 @given(
     ops=st.lists(
@@ -759,17 +770,20 @@ def _run(protocol: str, parents: list[int], ops: list[tuple[str, int, int]]) -> 
         max_size=25,
     )
 )
-def test_routes_change_no_history_and_no_byte(
-    protocol: str, shape: str, ops: list[tuple[str, int, int]]
+def test_routes_and_lone_packets_change_no_history_and_no_byte(
+    off: str, protocol: str, shape: str, ops: list[tuple[str, int, int]]
 ) -> None:
-    routed = _run(protocol, SHAPES[shape], ops)
+    fast = _run(protocol, SHAPES[shape], ops)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(relay_module, "follow", lambda *args: False)
-        turns_only = _run(protocol, SHAPES[shape], ops)
-    assert turns_only[3] == 0
-    assert routed[:3] == turns_only[:3]
-    if routed[3]:
-        event("messages followed routes")
+        patch.setattr(*SWITCHES[off], lambda *args: False)
+        slow = _run(protocol, SHAPES[shape], ops)
+    assert fast[:3] == slow[:3]
+    if off == "lone packets":
+        assert fast[3] == slow[3]
+    else:
+        assert slow[3] == 0
+        if fast[3]:
+            event("messages followed routes")
 
 
 @pytest.mark.parametrize("protocol", protocol_names())
@@ -873,7 +887,7 @@ def _sends(protocol: str, items: list[tuple[str, Value]], pass_on: bool = True) 
     each link in a packet of its own, as a round trip's message does)."""
     with pytest.MonkeyPatch.context() as patch:
         if not pass_on:
-            patch.setattr(relay_module.Relay, "_pass_on", lambda self, frame: False)
+            patch.setattr(relay_module.Relay, "_pass_on", lambda *args: False)
         run, publisher, watcher = _watched_chain(protocol)
         work = run.work
         local = work.attach(run.nodes[1])
@@ -1048,7 +1062,7 @@ def test_the_same_value_again_is_passed_on_as_it_came_not_as_the_links_cache_has
 def _crafted(protocol: str, payload: bytes, pass_on: bool) -> tuple:
     with pytest.MonkeyPatch.context() as patch:
         if not pass_on:
-            patch.setattr(relay_module.Relay, "_pass_on", lambda self, frame: False)
+            patch.setattr(relay_module.Relay, "_pass_on", lambda *args: False)
         run, watcher, frame = _inbox_frame(protocol)
         run.links[1][1].receive(frame(payload))
         run.settle(check=False)
@@ -1077,3 +1091,25 @@ def test_a_packet_of_any_shape_to_a_routed_entry_does_what_its_turns_do(
     """A peer may send any payload to the entry a route was worked out for: one of another shape
     than the route's guards take does what the turns do with it, passed on or not."""
     assert _crafted(protocol, payload, True) == _crafted(protocol, payload, False)
+
+
+@pytest.mark.parametrize("oid", [b"\xcc", b"\xcd\x00"], ids=["uint-8", "uint-16"])
+def test_a_lone_message_whose_oid_is_encoded_wider_is_taken_as_the_same_oid(oid: bytes) -> None:
+    run, watcher, frame = _inbox_frame("copy-up")  # decoded at n1: copy-up's route looks at it
+    body = frame(b"")[4:]
+    head, small = body[:-1], body[-1:]
+    data = head + oid + small + encode(record("a", 7))
+    run.links[1][1].receive(len(data).to_bytes(4, "big") + data)
+    run.settle()
+    assert watcher.events[2:] == [("!", (7,))]
+
+
+def test_a_lone_message_to_an_oid_never_given_closes_the_link_it_came_on() -> None:
+    run, watcher, frame = _inbox_frame("copy-up")
+    head = frame(b"")[4:-1]
+    data = head + b"\x7f" + encode(record("a", 7))
+    inbox = run.links[1][1]
+    inbox.receive(len(data).to_bytes(4, "big") + data)
+    run.scheduler.run_until_idle()
+    assert inbox.closed and inbox.close_reason == "unknown oid 127"
+    assert watcher.events[2:] == []
