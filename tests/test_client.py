@@ -163,3 +163,24 @@ def test_blocking_client_asserts_queries_watches_and_closes() -> None:
                 sensor.assert_([1, 2])  # a list is not a value
         with pytest.raises(client.FedsError):
             sensor.sync()
+
+
+async def test_a_round_trips_messages_cross_the_overlay_passed_on_as_their_bytes() -> None:
+    """Over TCP, aggregate-subs: a message sent and awaited one at a time crosses the nodes
+    that only pass it on as its bytes (``RelayStats.passed_on``, in the status), and each
+    arrives once, in order."""
+    async with trio.open_nursery() as nursery:
+        overlay = await start(nursery, "aggregate-subs")
+        async with (
+            client.connect(overlay.address("a1")) as watcher,
+            client.connect(overlay.address("b1")) as sender,
+        ):
+            async with watcher.observe("<ping $i>") as pings:
+                await watcher.sync()
+                await sender.sync()
+                for i in range(20):
+                    sender.send(record("ping", i))
+                    assert (await pings.next(10)).captures == (i,)
+            links = figures(await client.status(overlay.address("top")))["links"]
+        assert sum(link["passed_on"] for link in links) >= 19  # the first worked out the route
+        nursery.cancel_scope.cancel()
