@@ -510,14 +510,16 @@ def run_worker(argv: list[str]) -> None:
 # Measuring
 
 
-def start_chain(label: str, length: int, *worker: str) -> tuple[Cluster, list[str]]:
-    """Nodes a ← b ← c ... (``length`` of them), each a process running this file's
-    ``_worker`` with the arguments ``worker``; returns the cluster and the ports."""
+def start_chain(
+    label: str, length: int, *worker: str, script: Path = Path(__file__)
+) -> tuple[Cluster, list[str]]:
+    """Nodes a ← b ← c ... (``length`` of them), each a process running ``script``'s (this
+    file's) ``_worker`` with the arguments ``worker``; returns the cluster and the ports."""
     cluster = Cluster(label)
     ports: list[str] = []
     try:
         for name in NODE_NAMES[:length]:
-            argv = [sys.executable, str(Path(__file__).resolve()), "_worker", *worker]
+            argv = [sys.executable, str(script.resolve()), "_worker", *worker]
             argv += ["--name", name] + (["--parent", ports[-1]] if ports else [])
             ports.append(str(cluster.start(name, argv, ready_line=True)))
     except BaseException:

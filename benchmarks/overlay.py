@@ -59,7 +59,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -326,7 +326,15 @@ def _stdin_closed_then(callback: Callable[[], None]) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def worker_feds_node(name: str, protocol: str, parent: int | None, profile: str | None) -> None:
+def worker_feds_node(
+    name: str,
+    protocol: str,
+    parent: int | None,
+    profile: str | None,
+    instruments: Sequence[trio.abc.Instrument] = (),
+) -> None:
+    """A feds node until stdin closes, profiled into ``profile`` if given, under a trio run
+    with ``instruments``."""
     from feds.driver import Driver
     from feds.runtime import NodeRuntime
 
@@ -345,12 +353,12 @@ def worker_feds_node(name: str, protocol: str, parent: int | None, profile: str 
             print(f"READY {port}", flush=True)
 
     if profile is None:
-        trio.run(main)
+        trio.run(main, instruments=instruments)
         return
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        trio.run(main)
+        trio.run(main, instruments=instruments)
     finally:
         profiler.disable()
         profiler.dump_stats(profile)
