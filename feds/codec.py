@@ -1248,6 +1248,21 @@ class FrameDecoder:
             return NEED_DATA
         return self.decoder.decode(frame)  # type: ignore[arg-type]
 
+    def whole(self, data: bytes) -> bytes | None:
+        """The body of ``data`` if it is exactly one frame and no earlier bytes wait (a read of
+        a round trip), taken as :meth:`feed` and :meth:`next_frame` would take it (checked by
+        :attr:`inspect`) but without passing through the buffer; None, having taken nothing,
+        otherwise (:meth:`feed` the data: it also says what is wrong with it)."""
+        if self._buffer or self._broken is not None or data.__class__ is not bytes:
+            return None
+        size = len(data) - FRAME_HEADER_SIZE
+        if size < 0 or size > self._max_frame or _frame_size(data)[0] != size:
+            return None
+        frame = data[FRAME_HEADER_SIZE:]
+        if self.inspect is not None:
+            self.inspect(frame)
+        return frame
+
     def next_frame(self) -> bytes | _NeedData:
         """The next complete frame's body, checked by :attr:`inspect` and not decoded (a caller
         that decodes it uses :attr:`decoder`), or :data:`NEED_DATA` if none is buffered."""

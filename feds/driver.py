@@ -105,7 +105,8 @@ class Driver:
         try:
             if cause is not None:
                 cause()
-            scheduler.run_until_idle(max_turns=SLICE, max_events=SLICE_EVENTS)
+            if not scheduler.idle():  # (a message passed on by its bytes queues no turn)
+                scheduler.run_until_idle(max_turns=SLICE, max_events=SLICE_EVENTS)
         finally:
             self._running = False
         self._flushing = True

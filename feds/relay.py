@@ -601,7 +601,7 @@ class Relay:
         self._encoder = Encoder(self._membrane, limits)  # with a cache once version 2 is agreed
         self._plain_encoder = Encoder(None, limits)
         self._packer = msgpack.Packer(autoreset=True)
-        self._output = bytearray()
+        self._output: list[bytes] = []  # frames to write, joined when taken
         self._far_handles: dict[int, int] = {}  # far handle -> oid (checked when packets arrive)
         # far handle -> (local handle, entries, target) | _DROPPED; the relay actor does not
         # track those handles: the relay withdraws them itself when it closes (_shutdown)
@@ -638,19 +638,16 @@ class Relay:
         self.stats.bytes_in += len(data)
         try:
             frames = self._frames
+            frame = frames.whole(data)
+            if frame is not None:  # a read of one frame, the round trip's case: no buffering
+                self._take_frame(frame)
+                return
             frames.feed(data)
-            membrane = self._membrane
             while not self.closed and self._goodbye is None:
                 frame = frames.next_frame()
                 if frame is NEED_DATA:
                     break
-                self.stats.packets_in += 1
-                membrane.decoded = []
-                membrane.refs_decoded = 0
-                if frame.startswith(_LONE_MESSAGE) and self._lone_message(frame):  # type: ignore[union-attr]
-                    continue
-                packet = frames.decoder.decode(frame)  # type: ignore[arg-type]
-                self._dispatch(packet, membrane.decoded, membrane.refs_decoded)
+                self._take_frame(frame)  # type: ignore[arg-type]
         except CodecError as e:
             self._fail(f"bad frame: {e}")
         except ProtocolError as e:
@@ -659,12 +656,23 @@ class Relay:
             log.exception("%r: internal error on input", self)
             self._fail(f"internal error: {e!r}")
 
+    def _take_frame(self, frame: bytes) -> None:
+        """Apply one received frame (a packet), by its bytes if it is a lone message."""
+        self.stats.packets_in += 1
+        membrane = self._membrane
+        membrane.decoded = []
+        membrane.refs_decoded = 0
+        if frame.startswith(_LONE_MESSAGE) and self._lone_message(frame):
+            return
+        packet = self._frames.decoder.decode(frame)
+        self._dispatch(packet, membrane.decoded, membrane.refs_decoded)
+
     def data_to_send(self) -> bytes:
         """Take every byte waiting to be written to the transport (with the packet of the
         turns run since the last call)."""
         if self._events or self._removals:
             self._seal()
-        data = bytes(self._output)
+        data = b"".join(self._output)  # one frame (a round trip's case) is taken as it is
         self._output.clear()
         return data
 
@@ -954,7 +962,7 @@ class Relay:
         self.actor.work += 1  # as _queue_batches and follow count
         actor.work += 1
         scheduler.routed += 1
-        out._take_encoded(proxy.oid, payload)
+        out._take_encoded(proxy.oid, payload, not self._frames.buffered)
         membrane = self._membrane
         if membrane.dirty and self._flush_turn is None:
             membrane.collect()
@@ -1285,13 +1293,29 @@ class Relay:
             self._seal()
         self._events += encodings
 
-    def _take_encoded(self, oid: int, payload: bytes) -> None:
+    def _take_encoded(self, oid: int, payload: bytes, last: bool) -> None:
         """:meth:`take` of one message to the proxy of ``oid``, given the encoding of its value,
-        which must hold no reference and nothing of a value cache (:meth:`_pass_on`)."""
+        which must hold no reference and nothing of a value cache (:meth:`_pass_on`).
+
+        When this relay holds nothing else to send or release and the message is the ``last``
+        one of its read, the packet the transport's next :meth:`data_to_send` would seal for
+        it (nothing else is added before then: the scheduler is idle) is written at once, the
+        same bytes without the steps of gathering events."""
+        self.actor.work += 1
+        event = b"\x92" + self._packer.pack(oid) + payload
+        if (
+            last
+            and self._flush_turn is None
+            and not (self._output or self._events or self._removals or self._transient)
+            and not self._membrane.dirty
+        ):
+            self._write_turn([event])
+            if self.on_output is not None:
+                self.on_output()
+            return
         self._flush_turn = None
         self._begin()
-        self.actor.work += 1
-        self._add_events([b"\x92" + self._packer.pack(oid) + payload])
+        self._add_events([event])
         self._flush()
 
     def _send_retracts(self, handles: list[Handle]) -> None:
@@ -1501,7 +1525,7 @@ class Relay:
         self._add_output(b"".join([size.to_bytes(4, "big"), _TURN_PREFIX, header, *events]))
 
     def _add_output(self, frame: bytes) -> None:
-        self._output += frame
+        self._output.append(frame)
         self.stats.packets_out += 1
         self.stats.bytes_out += len(frame)
 
@@ -1559,9 +1583,7 @@ class Relay:
             frame = encoder.encode_frame(Record(ERROR, (reason, detail)))
         except CodecError:
             frame = encoder.encode_frame(Record(ERROR, (reason[:1000], None)))
-        self._output += frame
-        self.stats.packets_out += 1
-        self.stats.bytes_out += len(frame)
+        self._add_output(frame)
 
     def _actor_exited(self, actor: Actor) -> None:
         if not self.closed:

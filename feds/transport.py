@@ -372,27 +372,31 @@ class _Link:
                 if not data:
                     relay.close("connection closed by the far side")
                     return
-                self.last_read = trio.current_time()
                 frames = relay.stats.packets_in
-                if backpressure is not None:
-                    backpressure.progressed(self)  # the far side is alive: slow, not stalled
                 if driver is None:
                     relay.receive(data)
+                    idle = True
                 else:
                     # Run what the bytes caused here, and read again only once it has all run,
                     # so the scheduler's queue holds at most one read's worth of turns per
-                    # connection. Meanwhile (a big turn takes seconds, in slices) the far side's
-                    # silence is not its fault: the link counts as paused, so the watchdog pings
-                    # the far side instead of timing it out.
+                    # connection (see below).
                     idle = driver.run_now(lambda data=data: relay.receive(data))
-                    if not idle:
-                        self.reading = False
-                        paused = trio.current_time()
-                        while not idle:
-                            await trio.lowlevel.checkpoint()
-                            idle = driver.run_now()
-                        self._resume(paused)
-                        self.reading = True
+                # Noted once the bytes' first turns have run and their output is written: the
+                # same task step, and the write is not kept waiting.
+                self.last_read = trio.current_time()
+                if backpressure is not None:
+                    backpressure.progressed(self)  # the far side is alive: slow, not stalled
+                if not idle:
+                    # The rest of the turns, in slices. Meanwhile (a big turn takes seconds)
+                    # the far side's silence is not its fault: the link counts as paused, so
+                    # the watchdog pings the far side instead of timing it out.
+                    self.reading = False
+                    paused = self.last_read
+                    while not idle:
+                        await trio.lowlevel.checkpoint()
+                        idle = driver.run_now()  # type: ignore[union-attr]
+                    self._resume(paused)
+                    self.reading = True
                 if not relay.partial_input:
                     self.partial_since = None
                 elif self.partial_since is None or relay.stats.packets_in != frames:

@@ -538,6 +538,58 @@ def test_random_chunking_gives_the_same_values(vs, data):
     assert frames.buffered == 0
 
 
+@given(st.lists(values(), max_size=5), st.data())
+def test_whole_frames_taken_past_the_buffer_give_the_same_values(vs, data):
+    """A reader that tries ``whole`` on each chunk first, and feeds what it refuses, reads the
+    same values as one that feeds everything, whatever the chunks."""
+    stream = b"".join(encode_frame(v) for v in vs)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    frames = FrameDecoder()
+    got = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+        body = frames.whole(stream[start:end])
+        if body is not None:
+            got.append(frames.decoder.decode(body))
+            continue
+        frames.feed(stream[start:end])
+        got.extend(frames.frames())
+    assert len(got) == len(vs)
+    assert all(identical(a, b) for a, b in zip(got, vs, strict=True))
+    assert frames.buffered == 0
+
+
+def test_whole_takes_only_exactly_one_frame_with_nothing_buffered():
+    frames = FrameDecoder(limits=Limits(max_frame_size=1000))
+    one = encode_frame("one")
+    assert frames.whole(one) == one[4:]
+    assert frames.buffered == 0
+    assert frames.whole(one + one) is None  # two frames
+    assert frames.whole(one[:-1]) is None  # part of one
+    assert frames.whole(b"\x00\x00") is None  # part of a header
+    assert frames.whole(memoryview(one)) is None  # not bytes: fed instead
+    frames.feed(one[:2])
+    assert frames.whole(one) is None  # behind buffered bytes, it is not a frame of its own
+    big = (1001).to_bytes(4, "big") + b"x" * 1001
+    assert FrameDecoder(limits=Limits(max_frame_size=1000)).whole(big) is None  # feed refuses
+
+
+def test_whole_frames_are_inspected():
+    frames = FrameDecoder()
+    seen = []
+    frames.inspect = seen.append
+    assert frames.whole(encode_frame(1)) == encode_frame(1)[4:]
+    assert seen == [encode_frame(1)[4:]]
+
+    def refuse(frame: bytes) -> None:
+        raise CodecError("refused")
+
+    frames.inspect = refuse
+    with pytest.raises(CodecError, match="refused"):
+        frames.whole(encode_frame(2))
+    frames.inspect = None
+    assert frames.whole(encode_frame(3)) == encode_frame(3)[4:]  # the refused one was consumed
+
+
 def test_next_value_needs_data():
     frames = FrameDecoder()
     assert frames.next_value() is NEED_DATA

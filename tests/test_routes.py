@@ -1026,6 +1026,34 @@ def test_bad_bytes_in_a_lone_message_close_the_link_they_came_on_and_go_no_furth
     assert inbox.stats.passed_on == 1 and watcher.events == [("!", (0,)), ("!", (1,))]
 
 
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_lone_messages_of_one_read_leave_in_one_packet_as_their_turns_would_send_them(
+    count: int,
+) -> None:
+    """A read of ``count`` lone messages to a routed entry: each is passed on as its bytes, the
+    last one, into a link with nothing waiting, by writing its packet at once; the link to
+    n0 carries one packet of all of them, byte for byte what the general path sends."""
+
+    def out(pass_on: bool) -> bytes:
+        with pytest.MonkeyPatch.context() as patch:
+            if not pass_on:
+                patch.setattr(relay_module.Relay, "_pass_on", lambda *args: False)
+            run, watcher, frame = _inbox_frame()
+            inbox, uplink = run.links[1][1], run.links[0][0]
+            packets = uplink.stats.packets_out
+            inbox.receive(b"".join(frame(b"\x91" + bytes([i])) for i in range(count)))
+            run.scheduler.run_until_idle()
+            data = uplink.data_to_send()
+            assert uplink.stats.packets_out == packets + 1
+            assert inbox.stats.passed_on == (1 + count if pass_on else 0)
+            run.links[0][1].receive(data)
+            run.settle()
+            assert watcher.events[2:] == [("!", (i,)) for i in range(count)]
+        return data
+
+    assert out(True) == out(False)
+
+
 def test_a_lone_message_is_not_passed_on_while_anything_is_queued() -> None:
     """Work queued at the node when the packet comes goes first: the message takes the
     general path, behind it."""
