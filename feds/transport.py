@@ -170,13 +170,16 @@ class Backpressure:
             self._drained.set()
             self._drained = trio.Event()
 
-    async def wait_turn(self, link: _Link) -> bool:
-        """Wait until no link other than ``link`` is congested; return whether it waited."""
-        waited = False
-        while self._congested and (len(self._congested) > 1 or link not in self._congested):
-            waited = True
+    def holds(self, link: _Link) -> bool:
+        """Whether a link other than ``link`` is congested: ``link``'s reader must wait
+        (:meth:`wait_turn`) before it reads again."""
+        congested = self._congested
+        return bool(congested) and (len(congested) > 1 or link not in congested)
+
+    async def wait_turn(self, link: _Link) -> None:
+        """Wait until no link other than ``link`` is congested."""
+        while self.holds(link):
             await self._drained.wait()
-        return waited
 
     def progressed(self, link: _Link) -> None:
         """The far side of ``link`` took bytes, or sent some: a congested link is slow, not
@@ -359,11 +362,11 @@ class _Link:
         data = b""
         try:
             while not relay.closed:
-                if backpressure is not None:
+                if backpressure is not None and backpressure.holds(self):
                     self.reading = False
                     paused = trio.current_time()
-                    if await backpressure.wait_turn(self):
-                        self._resume(paused)
+                    await backpressure.wait_turn(self)
+                    self._resume(paused)
                     self.reading = True
                 if self.fd is None:
                     data = await stream.receive_some(receive_size)
