@@ -60,6 +60,7 @@ calls; each must be used by one thread at a time (the module-level functions kee
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import threading
@@ -1355,6 +1356,22 @@ def record_head(label: Symbol) -> ExtType:
     return _record_heads.get(name) or _record_heads.remember(
         name, _ext(RECORD, name.encode("utf-8"))
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def record_prefix(label: Symbol, arity: int) -> bytes:
+    """The bytes before the fields in the encoding of every record of ``label`` with ``arity``
+    fields, unless a value cache holds the record: its array's header, then its head. The
+    fields' encodings follow one after the other, so ``record_prefix(label, n)`` then the
+    bytes of ``n`` values decodes to that record of those values (taken from the codec's own
+    encoding of a record of nils)."""
+    nils = encode(Record(label, (None,) * arity))
+    prefix = nils[: len(nils) - arity]
+    if nils[len(prefix) :] != b"\xc0" * arity or decode(prefix + b"\xc0" * arity) != Record(
+        label, (None,) * arity
+    ):
+        raise RuntimeError("feds.codec no longer encodes a record as its head then its fields")
+    return prefix
 
 
 def encode_frame(v: Value, *, embedded: EmbeddedHooks | None = None) -> bytes:

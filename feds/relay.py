@@ -67,6 +67,7 @@ from feds.codec import (
     encode,
     encode_frame,
     record_head,
+    record_prefix,
 )
 from feds.limits import DEFAULT_NET_LIMITS, HandleBudget
 from feds.routes import follow
@@ -912,9 +913,12 @@ class Relay:
 
     def _pass_on(self, oid: int, payload: bytes) -> bool:
         """Pass a message to ``oid`` on as its bytes, where the route of its entry
-        (:mod:`feds.routes`) sends any payload as it came to a proxy of another relay: the
-        payload's bytes go into that relay's packet behind the proxy's oid, neither decoded
-        nor encoded. Only for a payload of msgpack's own arrays and atoms
+        (:mod:`feds.routes`) sends any payload as it came to a proxy of another relay, or the
+        fields of a record of one label and arity (:attr:`~feds.routes.Route.fields_of`: a
+        client's record to local access, for a pattern binding each field), which the
+        record's bytes hold behind its :func:`~feds.codec.record_prefix`: those bytes (after
+        an array header for the fields) go into that relay's packet behind the proxy's oid,
+        neither decoded nor encoded. Only for a payload of msgpack's own arrays and atoms
         (:meth:`~feds.codec.Decoder.is_plain`), which means the same on every link, and only
         where :func:`~feds.routes.follow` would follow that route (the scheduler idle, the
         entry's actor's routes standing) and the relay would apply the packet at once (the
@@ -932,10 +936,18 @@ class Relay:
         variants = routes.get(ref)
         if not variants:
             return False
-        route = variants[0]  # followed for every payload, if it looked at nothing
+        route = variants[0]  # followed for every payload it takes, if no other comes first
         single = route.single
-        if route.select is not None or single is None:
+        if single is None:
             return False
+        if route.select is not None:  # it takes the fields of records of one label and arity
+            shape = route.fields_of
+            if shape is None:
+                return False
+            prefix = record_prefix(*shape)
+            if not payload.startswith(prefix):  # another payload, or one a cache holds
+                return False
+            payload = self._packer.pack_array_header(shape[1]) + payload[len(prefix) :]
         target, to, _value = single
         proxy = to.entity
         if proxy.__class__ is not _Proxy:

@@ -50,8 +50,18 @@ from operator import itemgetter
 from typing import Any, Final
 
 from feds.actor import MESSAGE, SCAN_IN_C, Actor, Ref, Scheduler, Turn, kind_of, ref_of
-from feds.values import Value, exact_key
-from feds.witness import Template, Trace, Unfaithful, Witness, selector, template
+from feds.values import Record, Symbol, Value, exact_key
+from feds.witness import (
+    CLASS,
+    LABEL,
+    LENGTH,
+    Template,
+    Trace,
+    Unfaithful,
+    Witness,
+    selector,
+    template,
+)
 
 __all__ = ["MAX_STAGES", "MAX_VARIANTS", "Route", "derive", "follow"]
 
@@ -79,9 +89,14 @@ class Route:
     ``(target, ref, i)`` for a route of one turn sending one message (value ``i`` to ``ref``
     of actor ``target``), else None: a lone message then goes on without the stages' loops."""
 
-    __slots__ = ("select", "single", "stages")
+    __slots__ = ("fields_of", "select", "single", "stages")
 
-    def __init__(self, select: Callable[[Value], tuple | None] | None, stages: tuple | None):
+    def __init__(
+        self,
+        select: Callable[[Value], tuple | None] | None,
+        stages: tuple | None,
+        fields_of: tuple[Symbol, int] | None = None,
+    ):
         self.select = select
         self.stages: tuple[Stage, ...] | None = stages
         self.single: tuple[Actor, Ref, int] | None = None
@@ -90,6 +105,10 @@ class Route:
             if len(sends) == 1:
                 ((ref, i),) = sends
                 self.single = (target, ref, i)
+        self.fields_of = fields_of if self.single is not None else None
+        """``(label, arity)`` for a route of one message that, for every record of that label
+        and arity and no other payload, sends the tuple of the record's fields as they came
+        (:func:`_fields_of`): a relay may make it of the record's bytes."""
 
     def __repr__(self) -> str:
         return f"Route({'any payload' if self.select is None else 'guarded'}, {self.stages!r})"
@@ -159,7 +178,26 @@ def derive(entry: Ref, payload: Value) -> Route:
         sent.append(tuple(out))
     if not trace.guards and templates in ([("part", ())], []):
         return Route(None, tuple(sent))  # the payload as it came, whatever it is
-    return Route(selector(trace, templates), tuple(sent))
+    return Route(selector(trace, templates), tuple(sent), _fields_of(trace, templates))
+
+
+def _fields_of(trace: Trace, templates: list[Template]) -> tuple[Symbol, int] | None:
+    """``(label, arity)`` if the steps looked at nothing but the payload's class (a record), its
+    label (a symbol) and its arity, and what they sent is the tuple of its fields in order (as
+    local access and a fragment's rule hand a client's record on to the captures of a pattern
+    that binds each field); else None."""
+    guards = trace.guards
+    label = guards.get(((), LABEL))
+    arity = guards.get(((), LENGTH))
+    if (
+        len(guards) != 3
+        or guards.get(((), CLASS)) is not Record
+        or label.__class__ is not Symbol
+        or arity.__class__ is not int
+    ):
+        return None
+    fields = ("tuple", tuple(("part", (i,)) for i in range(arity)))  # type: ignore[arg-type]
+    return (label, arity) if templates == [fields] else None  # type: ignore[return-value]
 
 
 def _stages(entry: Ref, witness: Witness) -> list[list] | None:

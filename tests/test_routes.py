@@ -20,11 +20,12 @@ from hypothesis import strategies as st
 
 from feds import relay as relay_module
 from feds.actor import MESSAGE, PUBLISH, RETRACT, Actor, Entity, Facet, Handle, Ref, Scheduler, Turn
-from feds.codec import encode
+from feds.codec import encode, record_prefix
 from feds.dataspace import Dataspace, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
 from feds.protocols import protocol_names
 from feds.reactive import during, on_message, relay, relay_object
+from feds.relay import CLIENT, Relay
 from feds.routes import MAX_VARIANTS, derive, follow
 from feds.runtime import NodeRuntime
 from feds.sim.reference import Client, Workload
@@ -681,6 +682,7 @@ class _Run:
     def __init__(self, protocol: str, parents: list[int]) -> None:
         self.scheduler = Scheduler()
         runtimes = [NodeRuntime(self.scheduler, f"n{i}", protocol) for i in range(len(parents) + 1)]
+        self.runtimes = runtimes
         self.nodes = [r.node for r in runtimes]
         self.links = [
             (runtimes[child].uplink_relay(), runtimes[parent].accept_relay())
@@ -689,6 +691,25 @@ class _Run:
         self.sent: list[bytes] = []
         self.work = Workload(self.scheduler)
         self.settle()
+
+    def client(self, node: int) -> tuple[Relay, Callable[[Value], None]]:
+        """An application connected to ``node`` over a relay, as a client dials in: the node's
+        end of the link, and a function that sends a message to the node's local access."""
+        entry: list[Ref] = []
+
+        def ready(turn: Turn, hello: object, initial: Ref) -> None:
+            entry.append(initial)
+
+        client = Relay(self.scheduler, "client", CLIENT, on_ready=ready)
+        accepted = self.runtimes[node].accept_relay()
+        self.links.append((client, accepted))
+        self.settle()
+        app = Actor(self.scheduler, "app")
+
+        def send(value: Value) -> None:
+            self.scheduler.enqueue(app, app.root, lambda t: t.message(entry[0], value))
+
+        return accepted, send
 
     def settle(self, check: bool = True) -> None:
         for _ in range(100_000):
@@ -925,6 +946,77 @@ def test_messages_passed_on_as_their_bytes_change_no_history_and_no_byte(
     assert passed[:2] == decoded[:2]
     if passed[2]:
         event("messages passed on as their bytes")
+
+
+def _client_sends(
+    protocol: str, values: list[tuple[str, Value]], pass_on: bool = True
+) -> tuple[list, list[bytes], int]:
+    """The watcher's history, the bytes every link carried, and the messages n2 passed on as
+    their bytes, when a client of n2 dialled in over a relay sends each ``<label value>`` of
+    ``values`` along n0 ← n1 ← n2 to a watcher of ``<a $x>`` at n0, settling after each."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not pass_on:
+            patch.setattr(relay_module.Relay, "_pass_on", lambda *args: False)
+        run = _Run(protocol, [0, 1])
+        watcher = Recorder()
+        run.work.observe(run.work.attach(run.nodes[0]), rec_group(A, [bind()]), watcher)  # type: ignore[arg-type]
+        entry, send = run.client(2)
+        run.settle()
+        for label, value in values:
+            send(record(label, value))
+            run.settle()
+        passed = entry.stats.passed_on
+    history = [(kind, tagged(v)) for kind, v in watcher.events]
+    return history, run.sent, passed
+
+
+@pytest.mark.parametrize("protocol", protocol_names())
+@settings(max_examples=EXAMPLES or 40, derandomize=not EXAMPLES, deadline=None, database=None)
+@given(
+    values=st.lists(
+        st.tuples(st.sampled_from(["a", "a", "a", "b"]), SOME_VALUES), min_size=1, max_size=10
+    )
+)
+def test_a_clients_records_passed_on_as_their_fields_bytes_change_no_history_and_no_byte(
+    protocol: str, values: list[tuple[str, Value]]
+) -> None:
+    """A client's ``<a x>`` enters at n2, whose route hands the record's fields to the
+    captures of ``<a $x>`` (aggregate-subs): against the same sends with every packet
+    decoded, the very same history and the very same bytes on every link, whatever the
+    values (plain or not, repeated, so some are a slot of the client's cache)."""
+    passed = _client_sends(protocol, values)
+    decoded = _client_sends(protocol, values, pass_on=False)
+    assert decoded[2] == 0
+    assert passed[:2] == decoded[:2]
+    if passed[2]:
+        event("records passed on as their fields' bytes")
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None)
+@given(value=SOME_VALUES)
+def test_the_entry_node_passes_on_as_bytes_exactly_the_records_with_plain_fields(
+    value: Value,
+) -> None:
+    """aggregate-subs: at the client's node, ``<a x>`` with plain ``x`` goes on as the bytes of
+    its field; any other takes the route's general path (the first worked the route out)."""
+    history, _sent, passed = _client_sends("aggregate-subs", [("a", 0), ("a", value)])
+    assert history == [("!", tagged((0,))), ("!", tagged((value,)))]
+    assert passed == _plain(value)
+
+
+def test_a_route_of_a_records_fields_knows_its_label_and_arity() -> None:
+    """Local access and a rule binding each field look at the class, label and arity only
+    and send the fields: such a route is marked (and only such a route)."""
+    run = _Run("aggregate-subs", [0])
+    watch = run.work.attach(run.nodes[0])
+    run.work.observe(watch, rec_group(A, [bind(), bind()]), Recorder())  # type: ignore[arg-type]
+    run.work.observe(watch, rec_group(B, [lit(1), bind()]), Recorder())  # type: ignore[arg-type]
+    run.settle()
+    entry = run.nodes[1].access
+    assert derive(entry, record("a", 1, 2)).fields_of == (A, 2)
+    assert derive(entry, record("b", 1, 2)).fields_of is None  # a constant was looked at
+    assert derive(entry, record("a", 1)).fields_of is None  # no rule: the route sends nothing
+    assert record_prefix(A, 2) + encode(1) + encode(2) == encode(record("a", 1, 2))
 
 
 def _plain(v: Value) -> bool:
