@@ -379,9 +379,25 @@ MUTANTS = [
     Mutant(
         "pass-on-guarded-route",
         "feds/relay.py",
-        "        if route.select is not None or single is None:\n",
-        "        if single is None:\n",
-        "a relay passes on as bytes a message whose route looked at it (and may rebuild it)",
+        "        if route.select is not None:  # it takes the fields of records of one label"
+        " and arity\n",
+        "        if False:\n",
+        "a relay passes on as it came a message whose route looked at it (and rebuilds it)",
+    ),
+    Mutant(
+        "pass-on-other-records",
+        "feds/relay.py",
+        "            if not payload.startswith(prefix):  # another payload, or one a cache holds\n"
+        "                return False\n",
+        "",
+        "a relay passes on as its fields any payload to a route of a record's fields",
+    ),
+    Mutant(
+        "fields-route-any-guards",
+        "feds/routes.py",
+        "        len(guards) != 3\n        or ",
+        "        ",
+        "a route that looked at a constant too is taken for a route of a record's fields",
     ),
     Mutant(
         "lone-message-any-oid",
