@@ -54,7 +54,7 @@ from typing import Any, Final, NamedTuple
 
 import trio
 
-from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.actor import MESSAGE, Entity, Facet, Handle, Ref, Turn
 from feds.auth import Secrets
 from feds.dataspace import observe as observe_record
 from feds.driver import Driver
@@ -149,6 +149,23 @@ class _Watch(Entity):
 
     def on_message(self, turn: Turn, value: Value) -> None:
         self._put("!", value)
+
+
+def _take_messages(batch: list[tuple]) -> bool:
+    """A session actor's :attr:`~feds.actor.Actor.sink`: a batch of messages for observations
+    only (a message that reaches the application) is put in them at once, at the commit that
+    sent it, as the turn that would run for it would put it and do nothing else; one turn
+    fewer for each. Any other batch (an assertion, a retraction, an answer, a sync) is left to
+    a turn (False). The scheduler offers a batch only when no earlier one for the actor waits,
+    so events reach each observation in the order they would have."""
+    for kind, ref, _payload, _handle in batch:
+        if kind != MESSAGE or ref.entity.__class__ is not _Watch:
+            return False
+    batch[0][1].actor.work += len(batch)  # as the turn would count them
+    for _kind, ref, payload, _handle in batch:
+        if ref.facet.alive:  # as a turn skips an event for a stopped facet
+            ref.entity._put("!", payload)
+    return True
 
 
 class _Answer(Entity):
@@ -257,6 +274,7 @@ class Session:
         # With reconnect: what to assert again at the next connection, by key / by watch.
         self._held: dict[int, Value] | None = None
         self._observing: dict[_Watch, tuple[Value, list[Handle]]] | None = None
+        facet.actor.sink = _take_messages
 
     def _check_open(self) -> None:
         if self.relay.closed and self._held is None:  # (a reconnecting session keeps going)

@@ -184,3 +184,46 @@ async def test_a_round_trips_messages_cross_the_overlay_passed_on_as_their_bytes
             links = figures(await client.status(overlay.address("top")))["links"]
         assert sum(link["passed_on"] for link in links) >= 19  # the first worked out the route
         nursery.cancel_scope.cancel()
+
+
+async def test_messages_reach_an_observation_without_a_turn_in_order_with_its_assertions() -> None:
+    """A session's observations take the messages that reach them at once, with no turn of the
+    session's actor for them (its sink), and in the order the sender's events had with the
+    assertions and retractions around them (which take turns); the sender's node passes the
+    messages, records entering the overlay, on as their fields' bytes."""
+    async with trio.open_nursery() as nursery:
+        overlay = await start(nursery, "aggregate-subs")
+        async with (
+            client.connect(overlay.address("a1")) as watcher,
+            client.connect(overlay.address("b1")) as sender,
+        ):
+            async with watcher.observe("<a $x>") as seen:
+                await watcher.sync()
+                await sender.sync()
+                key = sender.assert_(record("a", 1))
+                for action in (  # one turn each (a turn's retractions come last in it)
+                    lambda: sender.send(record("a", 100)),
+                    lambda: sender.retract(key),
+                    lambda: sender.send(record("a", 101)),
+                    lambda: sender.assert_(record("a", 2)),
+                ):
+                    await trio.sleep(0)
+                    action()
+                events = [await seen.next(10) for _ in range(5)]
+                assert [(e.kind, e.captures) for e in events] == [
+                    ("+", (1,)),
+                    ("!", (100,)),
+                    ("-", (1,)),
+                    ("!", (101,)),
+                    ("+", (2,)),
+                ]
+                scheduler = watcher._driver.scheduler
+                turns = scheduler.turns_run
+                for i in range(20):
+                    sender.send(record("a", 200 + i))
+                    assert (await seen.next(10)).captures == (200 + i,)
+                assert scheduler.turns_run == turns
+            status = figures(await client.status(overlay.address("b1")))
+        entry = [link for link in status["links"] if link["passed_on"]]
+        assert entry and sum(link["passed_on"] for link in entry) >= 20
+        nursery.cancel_scope.cancel()
