@@ -224,6 +224,9 @@ async def test_messages_reach_an_observation_without_a_turn_in_order_with_its_as
                     assert (await seen.next(10)).captures == (200 + i,)
                 assert scheduler.turns_run == turns
             status = figures(await client.status(overlay.address("b1")))
+        # A record that reaches b1 while it has other work queued (a keep-alive's turn, the
+        # assertions' turns when their packet and a message's share a read) takes the general
+        # path, as it must (test_routes.py says which records pass on, exactly): not all 22.
         entry = [link for link in status["links"] if link["passed_on"]]
-        assert entry and sum(link["passed_on"] for link in entry) >= 20
+        assert entry and sum(link["passed_on"] for link in entry) >= 11
         nursery.cancel_scope.cancel()
