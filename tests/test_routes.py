@@ -1011,10 +1011,14 @@ def test_a_route_of_a_records_fields_knows_its_label_and_arity() -> None:
     watch = run.work.attach(run.nodes[0])
     run.work.observe(watch, rec_group(A, [bind(), bind()]), Recorder())  # type: ignore[arg-type]
     run.work.observe(watch, rec_group(B, [lit(1), bind()]), Recorder())  # type: ignore[arg-type]
+    run.work.observe(watch, rec_group(B, [bind(), bind()]), Recorder())  # type: ignore[arg-type]
     run.settle()
     entry = run.nodes[1].access
     assert derive(entry, record("a", 1, 2)).fields_of == (A, 2)
     assert derive(entry, record("b", 1, 2)).fields_of is None  # a constant was looked at
+    # <b 2 3> goes on as its fields, to <b $ $> only, after a look at 2 for <b 1 $>: that
+    # route holds for <b 2 …> only, not for every <b _ _>
+    assert derive(entry, record("b", 2, 3)).fields_of is None
     assert derive(entry, record("a", 1)).fields_of is None  # no rule: the route sends nothing
     assert record_prefix(A, 2) + encode(1) + encode(2) == encode(record("a", 1, 2))
 
