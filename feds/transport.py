@@ -264,7 +264,28 @@ async def pump(
         # would stay reachable from the link table otherwise.
         _links.pop(relay, None)
         relay.on_output = None
-        await trio.aclose_forcefully(stream)
+        try:
+            if link.sent_last:
+                await _linger(stream)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+
+async def _linger(stream: trio.abc.Stream) -> None:
+    """Let the far side read what was written before the close (the error packet that says
+    why): end the sending direction, then discard what the far side still sends until it closes
+    too, for at most :data:`CLOSE_TIMEOUT` seconds. Closing a TCP socket that holds bytes not
+    read yet (a keep-alive the far side sent after the node stopped reading) resets the
+    connection, and the reset throws away what the kernel had not delivered yet: a slow
+    consumer cut at 1 MB of backlog would lose the reason and the rest of its data. Over TLS the
+    same is done to the stream under it. Cancelled (the process stops), it gives up at once."""
+    raw = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    if not isinstance(raw, trio.SocketStream):
+        return
+    with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
+        await raw.send_eof()
+        while await raw.receive_some(RECEIVE_SIZE):
+            pass
 
 
 class _Link:
@@ -289,6 +310,7 @@ class _Link:
         self.driver = Driver.of(relay.scheduler)
         self.fd = _socket_fd(stream)
         self.unsent = bytearray()  # taken from the relay, not yet given to the stream
+        self.sent_last = False  # the relay closed and the stream took all it had to send
         self.sending = 0  # bytes the writer task is sending now
         self.peak = 0  # the largest backlog so far
         self.signal = _Signal()  # wakes the writer task
@@ -548,6 +570,7 @@ class _Link:
             if data and relay.closed:
                 with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
                     await stream.send_all(data)
+                    self.sent_last = True
                 return
             if data:
                 self.sending = len(data)
@@ -565,6 +588,7 @@ class _Link:
                         self.backpressure.update(self)
                     self.progress()
             elif relay.closed:
+                self.sent_last = True
                 return
             else:
                 await self.signal.wait()

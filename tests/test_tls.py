@@ -9,6 +9,7 @@ import trio
 import trustme
 
 from feds import client
+from feds.codec import FrameDecoder, encode_frame
 from feds.driver import Driver
 from feds.runtime import NodeRuntime
 from feds.tls import TlsSettings, client_context
@@ -85,6 +86,32 @@ async def test_a_plaintext_client_and_an_untrusted_node_are_refused(
             f"127.0.0.1:{port}", tls=client_context(str(where / "other.pem")), timeout=5
         ):
             pass
+
+
+async def test_a_tls_connection_cut_with_bytes_unread_still_hears_why(
+    nursery: trio.Nursery, certs: tuple[trustme.CA, Path]
+) -> None:
+    """As over plain TCP (tests/test_transport.py): the node's close of a TLS connection whose
+    far side sent more than the node read resets nothing, so the error packet arrives."""
+    _, where = certs
+    _, port = await tls_node(nursery, "root", settings(where, mutual=False))
+    tcp = await trio.open_tcp_stream("127.0.0.1", port)
+    tls = trio.SSLStream(
+        tcp,
+        client_context(str(where / "ca.pem")),
+        server_hostname="127.0.0.1",
+        https_compatible=True,  # the node ends the stream under TLS: EOF, no close_notify
+    )
+    await tls.send_all(encode_frame(record("nonsense")) + encode_frame(b"x" * 100) * 2000)
+    await trio.sleep(0.5)  # the node has refused the packet and closed (a reset would be here)
+    received = bytearray()
+    with trio.fail_after(5):
+        while chunk := await tls.receive_some(65536):  # a reset raises here
+            received += chunk
+    await trio.aclose_forcefully(tls)
+    frames = FrameDecoder()
+    frames.feed(received)
+    assert list(frames)[-1] == record("error", "packet before hello: nonsense", None)
 
 
 def test_the_tls_table_of_a_topology(tmp_path: Path) -> None:

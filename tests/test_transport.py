@@ -122,6 +122,25 @@ async def test_tcp_protocol_error_closes_only_that_connection(nursery: trio.Nurs
     assert accepted[-1].close_reason == "peer error: done"
 
 
+async def test_a_connection_cut_with_bytes_unread_still_hears_why(nursery: trio.Nursery) -> None:
+    """A node that closes a connection while bytes from the far side wait unread (a keep-alive
+    behind the packet that failed, the rest of a flood) must not reset it: the reset would
+    throw away what the node wrote last, the reason, before the far side reads it."""
+    _, accepted, port = await recording_server(nursery)
+    raw = await trio.open_tcp_stream("127.0.0.1", port)
+    await raw.send_all(encode_frame(record("nonsense")) + encode_frame(b"x" * 100) * 2000)
+    await eventually(lambda: bool(accepted) and accepted[0].closed)
+    await trio.sleep(0.2)  # the node's close has reached this side (a reset would have, too)
+    received = bytearray()
+    with trio.fail_after(5):
+        while chunk := await raw.receive_some(65536):  # a reset raises here
+            received += chunk
+    await raw.aclose()
+    frames = FrameDecoder()
+    frames.feed(received)
+    assert list(frames)[-1] == record("error", "packet before hello: nonsense", None)
+
+
 async def test_connect_to_nothing_closes_the_relay() -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
