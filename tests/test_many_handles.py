@@ -140,10 +140,10 @@ def test_retracting_many_handles_costs_linear_work(change: Callable[[Chain], Non
     assert work[1] < LINEAR * work[0], f"10x the handles cost {work[1] / work[0]:.0f}x the work"
 
 
-def test_a_200000_row_publication_crosses_a_3_node_chain() -> None:
+def test_a_publication_of_more_rows_than_a_client_may_hold_crosses_a_3_node_chain() -> None:
     """Published at the leaf node itself (as a Spark leaf does), copy-up carries every row over
     both node links to the root: more than a client connection may hold, within a link's bound."""
-    n = 200_000
+    n = DEFAULT_MAX_HANDLES[CLIENT] + 20_000
     chain = Chain(counted=False)
     empty = chain.at_root()
     leaf = chain.runtimes[2].node
