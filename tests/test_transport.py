@@ -141,6 +141,23 @@ async def test_a_connection_cut_with_bytes_unread_still_hears_why(nursery: trio.
     assert list(frames)[-1] == record("error", "packet before hello: nonsense", None)
 
 
+async def test_a_far_side_that_never_closes_is_let_go(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a close the node reads away what the far side still sends, but only for
+    CLOSE_TIMEOUT: a far side that keeps sending and never closes finds the socket closed."""
+    monkeypatch.setattr(transport, "CLOSE_TIMEOUT", 0.3)
+    _, accepted, port = await recording_server(nursery)
+    raw = await trio.open_tcp_stream("127.0.0.1", port)
+    await raw.send_all(encode_frame(record("nonsense")))
+    await eventually(lambda: bool(accepted) and accepted[0].closed)
+    with trio.fail_after(5), pytest.raises(trio.BrokenResourceError):
+        while True:  # read away by the node until it lets go, then refused
+            await raw.send_all(b"x" * 100)
+            await trio.sleep(0.02)
+    await raw.aclose()
+
+
 async def test_connect_to_nothing_closes_the_relay() -> None:
     listener = trio.socket.socket()
     await listener.bind(("127.0.0.1", 0))
