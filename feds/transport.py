@@ -246,13 +246,14 @@ async def pump(
     :data:`CLOSE_TIMEOUT` seconds to leave, then the stream is closed whatever the far side does.
     """
     link = _Link(stream, relay, backpressure)
+    sent_all = False  # the relay closed and the stream took everything it had to send
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(link.read_loop, receive_size)
             nursery.start_soon(link.end_when_closed, nursery.cancel_scope)
             if limits is not None:
                 nursery.start_soon(link.watchdog, limits)
-            await link.write_loop()
+            sent_all = await link.write_loop()
             nursery.cancel_scope.cancel()
     finally:
         if not relay.closed:
@@ -265,7 +266,7 @@ async def pump(
         _links.pop(relay, None)
         relay.on_output = None
         try:
-            if link.sent_last:
+            if sent_all:
                 await _linger(stream)
         finally:
             await trio.aclose_forcefully(stream)
@@ -310,7 +311,6 @@ class _Link:
         self.driver = Driver.of(relay.scheduler)
         self.fd = _socket_fd(stream)
         self.unsent = bytearray()  # taken from the relay, not yet given to the stream
-        self.sent_last = False  # the relay closed and the stream took all it had to send
         self.sending = 0  # bytes the writer task is sending now
         self.peak = 0  # the largest backlog so far
         self.signal = _Signal()  # wakes the writer task
@@ -559,9 +559,9 @@ class _Link:
             if self.backpressure is not None:
                 self.backpressure.progressed(self)
 
-    async def write_loop(self) -> None:
+    async def write_loop(self) -> bool:
         """Send what the kernel did not take at once; return once the relay is closed and
-        drained."""
+        drained: True if the stream took everything (False: a send failed or timed out)."""
         stream, relay = self.stream, self.relay
         while True:
             self.unsent += relay.data_to_send()
@@ -570,8 +570,8 @@ class _Link:
             if data and relay.closed:
                 with trio.move_on_after(CLOSE_TIMEOUT), contextlib.suppress(*_STREAM_ERRORS):
                     await stream.send_all(data)
-                    self.sent_last = True
-                return
+                    return True
+                return False
             if data:
                 self.sending = len(data)
                 try:
@@ -581,15 +581,14 @@ class _Link:
                         await self._send_socket(data)
                 except _STREAM_ERRORS as e:
                     relay.close(f"connection lost: {e or type(e).__name__}")
-                    return
+                    return False
                 finally:
                     self.sending = 0
                     if self.backpressure is not None:
                         self.backpressure.update(self)
                     self.progress()
             elif relay.closed:
-                self.sent_last = True
-                return
+                return True
             else:
                 await self.signal.wait()
 

@@ -8,6 +8,7 @@ from functools import partial
 import trio
 
 from feds.actor import Actor, Ref, Turn
+from feds.codec import FrameDecoder
 from feds.dataspace import observe
 from feds.driver import Driver
 from feds.limits import NetLimits
@@ -15,6 +16,7 @@ from feds.relay import CLIENT, Hello, Relay
 from feds.runtime import NodeRuntime
 from feds.syntax import parse_pattern
 from feds.transport import pump
+from feds.values import Value
 from tests.recording import Recorder
 
 ALIVE = NetLimits(keepalive_interval=0.1, keepalive_timeout=100)
@@ -51,3 +53,14 @@ async def watch_over(
         await subscribed.wait()
     (to_it,) = [r for r in runtime.relays if r.remote_hello and r.remote_hello.name == name]
     return relay, to_it
+
+
+async def packets_to_the_end(stream: trio.abc.ReceiveStream, timeout: float = 5.0) -> list[Value]:
+    """Every packet ``stream`` brings until its clean end; a reset raises (BrokenResourceError)."""
+    received = bytearray()
+    with trio.fail_after(timeout):
+        while chunk := await stream.receive_some(65536):
+            received += chunk
+    frames = FrameDecoder()
+    frames.feed(received)
+    return list(frames)

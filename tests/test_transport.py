@@ -11,11 +11,12 @@ import trio
 
 from feds import transport
 from feds.actor import Actor, Entity, Handle, Ref, Scheduler, Turn
-from feds.codec import FrameDecoder, encode_frame
+from feds.codec import encode_frame
 from feds.driver import Driver
 from feds.relay import CLIENT, PEER, Hello, Relay
 from feds.transport import connect_tcp, listener_port, memory_pair, serve_tcp
 from feds.values import Symbol, record
+from tests.net_helpers import packets_to_the_end
 from tests.recording import Recorder
 
 
@@ -100,14 +101,8 @@ async def test_tcp_protocol_error_closes_only_that_connection(nursery: trio.Nurs
     # A raw client that speaks nonsense gets an error packet, then EOF.
     raw = await trio.open_tcp_stream("127.0.0.1", port)
     await raw.send_all(encode_frame(record("nonsense")))
-    received = bytearray()
-    with trio.fail_after(5):
-        while chunk := await raw.receive_some(65536):
-            received += chunk
+    packets = await packets_to_the_end(raw)
     await raw.aclose()
-    frames = FrameDecoder()
-    frames.feed(received)
-    packets = list(frames)
     assert packets[0].label == Symbol("hello")
     assert packets[-1] == record("error", "packet before hello: nonsense", None)
 
@@ -131,14 +126,9 @@ async def test_a_connection_cut_with_bytes_unread_still_hears_why(nursery: trio.
     await raw.send_all(encode_frame(record("nonsense")) + encode_frame(b"x" * 100) * 2000)
     await eventually(lambda: bool(accepted) and accepted[0].closed)
     await trio.sleep(0.2)  # the node's close has reached this side (a reset would have, too)
-    received = bytearray()
-    with trio.fail_after(5):
-        while chunk := await raw.receive_some(65536):  # a reset raises here
-            received += chunk
+    packets = await packets_to_the_end(raw)  # a reset raises here
     await raw.aclose()
-    frames = FrameDecoder()
-    frames.feed(received)
-    assert list(frames)[-1] == record("error", "packet before hello: nonsense", None)
+    assert packets[-1] == record("error", "packet before hello: nonsense", None)
 
 
 async def test_a_far_side_that_never_closes_is_let_go(
