@@ -41,6 +41,7 @@ TESTS = [
     "tests/test_federation.py",
     "tests/test_routes.py",
     "tests/test_inline_steps.py",
+    "tests/test_match_taker.py",
 ]
 """The fast tests that cover the protocol and sync code (and the routes that stand for it)."""
 TIMEOUT = 900
@@ -175,6 +176,42 @@ MUTANTS = [
         "                observer.withdraw(turn)\n",
         "                turn.actor.routes = None  # messages no longer reach this observer\n",
         "retracting an Observe does not retract what it published (not retracting on unobserve)",
+    ),
+    Mutant(
+        "taker-keeps-matches-on-unobserve",
+        "feds/dataspace.py",
+        "            self.taker.unmatch_all(turn)\n",
+        "            pass\n",
+        "a match taker's Observe withdrawn while its facet lives, it keeps what it made",
+    ),
+    Mutant(
+        "taker-shown-after-its-facet-stopped",
+        "feds/dataspace.py",
+        "        facet = ref.facet\n        if not facet.alive:\n            return\n",
+        "        facet = ref.facet\n",
+        "a match taker whose facet stopped is still shown matches",
+    ),
+    Mutant(
+        "taker-keyed-by-raw-captures",
+        "feds/dataspace.py",
+        "self.taker.matched(turn, captures, exact_key(captures) if key is None else key)",
+        "self.taker.matched(turn, captures, captures if key is None else key)",
+        "a match taker's key is the raw captures: (1,) and (#t,) share one",
+    ),
+    Mutant(
+        "taker-twice",
+        "feds/dataspace.py",
+        "isinstance(entity, MatchTaker) and not entity.taking",
+        "isinstance(entity, MatchTaker)",
+        "a second Observe of a match taker shows it matches by key too (keys shared)",
+    ),
+    Mutant(
+        "delivery-release-forgets-taken",
+        "feds/protocols/__init__.py",
+        '        """Its facet stopped: give up everything it put into the sink."""\n'
+        "        self.unmatch_all(turn)\n",
+        '        """Its facet stopped: give up everything it put into the sink."""\n',
+        "a delivery whose facet stops keeps in its sink what it was shown by key",
     ),
     Mutant(
         "access-keeps-retracted",

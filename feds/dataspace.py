@@ -39,6 +39,36 @@ def as_observe(value: Value) -> tuple[Value, Ref] | None:
     return None
 
 
+class MatchTaker(Entity):
+    """A rule step that a dataspace of its own actor shows its matches at once, by the key of
+    their captures, instead of as assertions under new handles.
+
+    An inline observer (:attr:`~feds.actor.Entity.inline`) is shown each match as
+    :meth:`Turn.publish_inline <feds.actor.Turn.publish_inline>` under a new handle, which it
+    keeps to know the match again when it goes: two tables (the dataspace's captures → handle,
+    the step's handle → what it made) and a dispatch for one fact. A taker is called with the
+    captures' exact key (:func:`~feds.values.exact_key`) instead, as that call would have run
+    it: only while its facet is alive, with the turn in its facet. It keeps what it made by
+    that key, in :meth:`matched`, until :meth:`unmatched` (the match went) or
+    :meth:`unmatch_all` (its Observe went, or the dataspace's facet stopped). Only the first
+    Observe that names a taker shows it its matches this way (:attr:`taking`); another one,
+    which would share its keys, shows them as assertions, as to any inline entity.
+    """
+
+    inline = True
+    taking = False
+    """Whether a dataspace shows this entity its matches by key (for one Observe of it)."""
+
+    def matched(self, turn: Turn, captures: tuple, key: Value) -> None:
+        raise NotImplementedError
+
+    def unmatched(self, turn: Turn, key: Value) -> None:
+        raise NotImplementedError
+
+    def unmatch_all(self, turn: Turn) -> None:
+        raise NotImplementedError
+
+
 class _Observer:
     """Index callback for one Observe: turns index events into actions at the observer."""
 
@@ -83,6 +113,48 @@ class _Observer:
         self.published.clear()
 
 
+class _Taken:
+    """Index callback for the Observe that shows a :class:`MatchTaker` its matches by key: what
+    an inline :class:`_Observer` and :meth:`Turn.publish_inline` would do, without the handle."""
+
+    __slots__ = ("dataspace", "ref", "taker")
+
+    inline = True  # withdrawn by the dataspace when its facet stops
+
+    def __init__(self, dataspace: Dataspace, ref: Ref) -> None:
+        self.dataspace = dataspace
+        self.ref = ref
+        self.taker: MatchTaker = ref.entity  # type: ignore[assignment]
+
+    def __call__(self, event: str, captures: tuple, key: Value | None) -> None:
+        turn = self.dataspace.turn
+        ref = self.ref
+        if event == "!":
+            turn.message(ref, captures)
+            return
+        facet = ref.facet
+        if not facet.alive:
+            return
+        if not ref.pure:  # as publish_inline: it may change what a route stands for
+            turn.actor.routes = None
+        saved = turn.facet
+        turn.facet = facet
+        turn.actor.work += 1
+        if event == "+":  # keyed type-exactly: (1,) and (#t,) are two matches
+            self.taker.matched(turn, captures, exact_key(captures) if key is None else key)
+        else:
+            self.taker.unmatched(turn, exact_key(captures) if key is None else key)
+        turn.facet = saved
+
+    def withdraw(self, turn: Turn) -> None:
+        facet = self.ref.facet
+        if facet.alive:
+            saved = turn.facet
+            turn.facet = facet
+            self.taker.unmatch_all(turn)
+            turn.facet = saved
+
+
 class Dataspace(Entity):
     """A plain dataspace: assertions in, matches out to observers."""
 
@@ -92,7 +164,7 @@ class Dataspace(Entity):
     def __init__(self) -> None:
         self.index = Index()
         self.assertions: dict[Handle, Value] = {}
-        self.observers: dict[Value, tuple[object, _Observer, int]] = {}
+        self.observers: dict[Value, tuple[object, _Observer | _Taken, int]] = {}
         """Each distinct Observe assertion → its skeleton, its index callback and its copies."""
         self.turn: Turn | None = None
         self._stop_hooked = False  # whether this dataspace's facet withdraws untracked captures
@@ -128,7 +200,13 @@ class Dataspace(Entity):
         if inline and not self._stop_hooked:  # turn.facet: this dataspace's own
             turn.on_stop(self._withdraw_untracked)
             self._stop_hooked = True
-        observer = _Observer(self, ref, inline, turn.scheduler.handles)
+        entity = ref.entity
+        observer: _Observer | _Taken
+        if inline and isinstance(entity, MatchTaker) and not entity.taking:
+            entity.taking = True
+            observer = _Taken(self, ref)
+        else:
+            observer = _Observer(self, ref, inline, turn.scheduler.handles)
         self.observers[value] = (skeleton, observer, 1)
         self.index.add_handler(skeleton, observer)
         turn.actor.routes = None  # a message may now reach this observer too

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from feds.actor import Entity, Facet, Handle, Ref, Turn
-from feds.dataspace import observe
+from feds.actor import Facet, Handle, Ref, Turn
+from feds.dataspace import MatchTaker, observe
 from feds.reactive import PatternLike, Relayed, RelayEntity, pattern_value
 from feds.values import Record, Symbol, Value, exact_key
 
@@ -108,17 +108,34 @@ class Deliveries(Sink):
         turn.message(observer_of(out[0]), out[1])
 
 
-class _Delivering(Entity):
+class _Delivering(MatchTaker):
     """A relay whose matches go to a :class:`Sink` (see :func:`deliver`); a rule step that runs
-    inline (:attr:`feds.actor.Entity.inline`)."""
+    inline (:attr:`feds.actor.Entity.inline`), shown its matches by key
+    (:class:`~feds.dataspace.MatchTaker`)."""
 
-    inline = True
     pure_messages = True  # a sink sends a message on, as its route says (Sink.send)
 
     def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
         self.sink = sink
         self.route = route
-        self.held: dict[Handle, Value] = {}
+        self.taken: dict[Value, Value] = {}  # by the captures' key (MatchTaker.matched)
+        self.held: dict[Handle, Value] = {}  # by handle, if shown its matches as assertions
+
+    def matched(self, turn: Turn, captures: tuple, key: Value) -> None:
+        out = self.route(captures)
+        if out is not None:
+            self.sink.add(turn, out)
+            self.taken[key] = out
+
+    def unmatched(self, turn: Turn, key: Value) -> None:
+        out = self.taken.pop(key, None)
+        if out is not None:
+            self.sink.remove(turn, out)
+
+    def unmatch_all(self, turn: Turn) -> None:
+        for out in self.taken.values():
+            self.sink.remove(turn, out)
+        self.taken.clear()
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
         out = self.route(captures)  # type: ignore[arg-type]
@@ -138,6 +155,7 @@ class _Delivering(Entity):
 
     def release(self, turn: Turn) -> None:
         """Its facet stopped: give up everything it put into the sink."""
+        self.unmatch_all(turn)
         for out in self.held.values():
             self.sink.remove(turn, out)
         self.held.clear()
