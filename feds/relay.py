@@ -1260,6 +1260,28 @@ class Relay:
         entries = self._emit(turn, item, _ASSERT_NAME)
         self._outbound[handle] = _DROPPED if entries is None else (oid, entries)
 
+    def _send_asserts(self, run: list[tuple[int, Value, Handle]]) -> None:
+        """:meth:`_send_assert` of each ``(oid, value, handle)`` of a batch taken at its
+        sender's commit (:meth:`take`), with one encoding call each and no other: each
+        assertion keeps the references it lifts (its own, released when it is retracted)."""
+        if self.closed:
+            return
+        membrane, outbound, limit = self._membrane, self._outbound, self._event_limit
+        encode = self._encoder.encode
+        bare = self._bare
+        encodings: list[bytes] = []
+        for oid, value, handle in run:
+            membrane.lifted = lifted = []
+            item = (oid, value, handle) if bare else (oid, [_ASSERT_HEAD, value, handle])
+            try:
+                encodings.append(encode(item, max_size=limit))
+            except CodecError as e:
+                self._not_sent(_ASSERT_NAME, e)
+                outbound[handle] = _DROPPED
+                continue
+            outbound[handle] = (oid, lifted)
+        self._add_events(encodings)
+
     def _send_retract(self, turn: Turn | None, handle: Handle) -> None:
         if self.closed:
             return
@@ -1386,10 +1408,7 @@ class Relay:
         try:  # on failure, the encoder forgets the cache definitions it made for this event
             data = self._encoder.encode(item, max_size=self._event_limit)
         except CodecError as e:
-            membrane.release(membrane.lifted)
-            log.warning("%r: dropped an outgoing %s event: %s", self, name, e)
-            if self.on_drop is not None:
-                self.on_drop(f"{name} not sent: {e}")
+            self._not_sent(name, e)
             return None
         if into is not None:
             into.append(data)
@@ -1398,6 +1417,15 @@ class Relay:
                 self._seal()  # the earlier turns' packet
             self._events.append(data)
         return membrane.lifted
+
+    def _not_sent(self, name: str, error: CodecError) -> None:
+        """An outgoing ``name`` event could not be encoded: release what it lifted, log it
+        and tell :attr:`on_drop`."""
+        membrane = self._membrane
+        membrane.release(membrane.lifted)
+        log.warning("%r: dropped an outgoing %s event: %s", self, name, error)
+        if self.on_drop is not None:
+            self.on_drop(f"{name} not sent: {error}")
 
     # -- outgoing events at their sender's commit -----------------------------------------------
 
@@ -1440,9 +1468,13 @@ class Relay:
                 batch = actors.adds_before_removes(batch)
             message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
             messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
+            asserts: list[tuple[int, Value, Handle]] = []  # consecutive assertions, the same
             retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
             for kind, ref, payload, handle in batch:
                 if kind == message:
+                    if asserts:
+                        self._send_asserts(asserts)
+                        asserts = []
                     messages.append((ref.entity.oid, payload))
                     continue
                 if messages:
@@ -1451,11 +1483,16 @@ class Relay:
                 if kind == retract:
                     retractions.append(handle)
                 elif kind == publish:
-                    self._send_assert(None, ref.entity.oid, payload, handle)
+                    asserts.append((ref.entity.oid, payload, handle))
                 else:
+                    if asserts:
+                        self._send_asserts(asserts)
+                        asserts = []
                     self._send_sync(None, ref.entity.oid, payload)
             if messages:
                 self._send_messages(messages)
+            elif asserts:
+                self._send_asserts(asserts)
             if retractions:
                 self._send_retracts(retractions)
             self._flush()
