@@ -201,17 +201,23 @@ MUTANTS = [
     Mutant(
         "taker-twice",
         "feds/dataspace.py",
-        "isinstance(entity, MatchTaker) and not entity.taking",
-        "isinstance(entity, MatchTaker)",
+        "            if not inline or entity.taking:\n",
+        "            if not inline:\n",
         "a second Observe of a match taker shows it matches by key too (keys shared)",
     ),
     Mutant(
-        "delivery-release-forgets-taken",
+        "delivery-stop-keeps-taken",
         "feds/protocols/__init__.py",
-        '        """Its facet stopped: give up everything it put into the sink."""\n'
-        "        self.unmatch_all(turn)\n",
-        '        """Its facet stopped: give up everything it put into the sink."""\n',
-        "a delivery whose facet stops keeps in its sink what it was shown by key",
+        "    turn.on_stop(entity.unmatch_all)\n",
+        "",
+        "a delivery whose facet stops keeps in its sink what it made of its matches",
+    ),
+    Mutant(
+        "taker-not-free-again",
+        "feds/dataspace.py",
+        "                    observer.taker.taking = False  # free to be observed again\n",
+        "",
+        "a match taker whose Observe went is refused a new one",
     ),
     Mutant(
         "access-keeps-retracted",

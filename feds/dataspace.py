@@ -50,14 +50,15 @@ class MatchTaker(Entity):
     captures' exact key (:func:`~feds.values.exact_key`) instead, as that call would have run
     it: only while its facet is alive, with the turn in its facet. It keeps what it made by
     that key, in :meth:`matched`, until :meth:`unmatched` (the match went) or
-    :meth:`unmatch_all` (its Observe went, or the dataspace's facet stopped). Only the first
-    Observe that names a taker shows it its matches this way (:attr:`taking`); another one,
-    which would share its keys, shows them as assertions, as to any inline entity.
+    :meth:`unmatch_all` (its Observe went, or the dataspace's facet stopped; a taker calls it
+    itself when its own facet stops). A taker is observed by one Observe at a time
+    (:attr:`taking`), at a dataspace of its own actor; any other Observe naming it, whose
+    matches it could not tell apart, is refused with a warning and kept as a plain assertion.
     """
 
     inline = True
     taking = False
-    """Whether a dataspace shows this entity its matches by key (for one Observe of it)."""
+    """Whether an Observe of this entity stands at a dataspace (which shows it its matches)."""
 
     def matched(self, turn: Turn, captures: tuple, key: Value) -> None:
         raise NotImplementedError
@@ -202,7 +203,14 @@ class Dataspace(Entity):
             self._stop_hooked = True
         entity = ref.entity
         observer: _Observer | _Taken
-        if inline and isinstance(entity, MatchTaker) and not entity.taking:
+        if isinstance(entity, MatchTaker):
+            if not inline or entity.taking:
+                log.warning(
+                    "Observe kept as a plain assertion: %r takes matches from one Observe, at"
+                    " a dataspace of its own actor",
+                    ref,
+                )
+                return
             entity.taking = True
             observer = _Taken(self, ref)
         else:
@@ -232,6 +240,8 @@ class Dataspace(Entity):
                 self.index.remove_handler(skeleton, observer)
                 turn.actor.routes = None  # messages no longer reach this observer
                 observer.withdraw(turn)
+                if observer.__class__ is _Taken:
+                    observer.taker.taking = False  # free to be observed again
         self.index.remove_assertion(value)
 
     def on_message(self, turn: Turn, value: Value) -> None:

@@ -4,6 +4,8 @@ assertions (``tests/test_inline_steps.py``), without the handle."""
 
 from __future__ import annotations
 
+import pytest
+
 from feds.actor import Facet, Handle, Ref, Scheduler, Turn, TurnAction
 from feds.dataspace import Dataspace, MatchTaker, observe
 from feds.pattern_forms import bind, rec_group
@@ -28,12 +30,6 @@ class _Taker(MatchTaker):
 
     def unmatch_all(self, turn: Turn) -> None:
         self.calls.append(("unmatch_all", turn.facet))
-
-    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
-        self.calls.append(("+", value))
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        self.calls.append(("-", handle))
 
     def on_message(self, turn: Turn, value: Value) -> None:
         self.calls.append(("!", value, turn.facet))
@@ -130,22 +126,36 @@ def test_a_taker_whose_facet_stopped_is_shown_nothing() -> None:
     assert w.taker.calls == []
 
 
-def test_a_second_observe_of_the_taker_shows_it_assertions() -> None:
+def test_a_second_observe_of_the_taker_is_refused_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     w = _World()
     w.observe(A)
-    w.observe(B)  # its keys would share the taker's table: shown as assertions instead
+    w.observe(B)  # its keys would share the taker's table
     w.publish(record("a", 1))
-    h = w.publish(record("b", 2))
-    w.retract(h)
-    kinds = [call[0] for call in w.taker.calls]
-    assert kinds == ["matched", "+", "-"]
-    assert w.taker.calls[1] == ("+", (2,))
+    w.publish(record("b", 2))
+    assert [call[:2] for call in w.taker.calls] == [("matched", (1,))]
+    assert "Observe kept as a plain assertion" in caplog.text
 
 
-def test_a_taker_of_another_actor_is_shown_assertions() -> None:
+def test_a_taker_can_be_observed_again_once_its_observe_went() -> None:
+    w = _World()
+    w.retract(w.observe(A))
+    w.observe(B)
+    w.publish(record("b", 2))
+    assert [call[:2] for call in w.taker.calls] == [
+        ("unmatch_all", w.facets["taker"]),
+        ("matched", (2,)),
+    ]
+
+
+def test_a_taker_of_another_actor_is_refused_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     w = _World(taker_elsewhere=True)
     w.observe(A)
-    h = w.publish(record("a", 1))
-    w.retract(h)
-    assert [call[0] for call in w.taker.calls] == ["+", "-"]
+    w.publish(record("a", 1))
+    w.sched.run_until_idle()
+    assert w.taker.calls == []
     assert not w.taker.taking
+    assert "Observe kept as a plain assertion" in caplog.text

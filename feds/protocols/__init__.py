@@ -118,8 +118,7 @@ class _Delivering(MatchTaker):
     def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
         self.sink = sink
         self.route = route
-        self.taken: dict[Value, Value] = {}  # by the captures' key (MatchTaker.matched)
-        self.held: dict[Handle, Value] = {}  # by handle, if shown its matches as assertions
+        self.taken: dict[Value, Value] = {}  # what it made of each match, by the captures' key
 
     def matched(self, turn: Turn, captures: tuple, key: Value) -> None:
         out = self.route(captures)
@@ -133,32 +132,15 @@ class _Delivering(MatchTaker):
             self.sink.remove(turn, out)
 
     def unmatch_all(self, turn: Turn) -> None:
+        """Its Observe went, or its facet stopped: give up everything it put into the sink."""
         for out in self.taken.values():
             self.sink.remove(turn, out)
         self.taken.clear()
-
-    def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
-        out = self.route(captures)  # type: ignore[arg-type]
-        if out is not None:
-            self.sink.add(turn, out)
-            self.held[handle] = out
-
-    def on_retract(self, turn: Turn, handle: Handle) -> None:
-        out = self.held.pop(handle, None)
-        if out is not None:
-            self.sink.remove(turn, out)
 
     def on_message(self, turn: Turn, captures: Value) -> None:
         out = self.route(captures)  # type: ignore[arg-type]
         if out is not None:
             self.sink.send(turn, out)
-
-    def release(self, turn: Turn) -> None:
-        """Its facet stopped: give up everything it put into the sink."""
-        self.unmatch_all(turn)
-        for out in self.held.values():
-            self.sink.remove(turn, out)
-        self.held.clear()
 
 
 def deliver(
@@ -172,7 +154,7 @@ def deliver(
     match): held while the match lasts, sent if it is a message, in the relay's own turn. With
     :class:`Deliveries`, the seed's ``<at t x>`` step for ``route`` giving ``(t, x)``."""
     entity = _Delivering(sink, route)
-    turn.on_stop(entity.release)
+    turn.on_stop(entity.unmatch_all)
     return turn.publish(ds, observe(pattern_value(pattern), turn.ref(entity)))
 
 
