@@ -1468,7 +1468,7 @@ class Relay:
                 batch = actors.adds_before_removes(batch)
             message, publish, retract = actors.MESSAGE, actors.PUBLISH, actors.RETRACT
             messages: list[tuple[int, Value]] = []  # consecutive messages, encoded together
-            asserts: list[tuple[int, Value, Handle]] = []  # consecutive assertions, the same
+            asserts: list[tuple[int, Value, Handle]] = []  # consecutive assertions, sent as a run
             retractions: list[Handle] = []  # encoded together: they come last in a packet anyway
             for kind, ref, payload, handle in batch:
                 if kind == message:

@@ -427,6 +427,28 @@ def test_a_batch_keeps_its_order_across_runs_of_messages_and_assertions() -> Non
     ]
 
 
+def test_a_sync_after_a_run_of_assertions_reaches_the_far_side_after_them() -> None:
+    link = Link()
+    recorder = link.recorder
+
+    def on_sync(turn: Turn, peer: Ref) -> None:
+        recorder.events.append(("sync", None))
+        Entity.on_sync(recorder, turn, peer)
+
+    recorder.on_sync = on_sync  # type: ignore[method-assign]
+    answered: list[bool] = []
+
+    def mixed(t: Turn) -> None:
+        t.publish(link.proxy, "a1")
+        t.publish(link.proxy, "a2")
+        t.sync(link.proxy, lambda _t: answered.append(True))
+        t.publish(link.proxy, "a3")
+
+    link.client_act(mixed)
+    assert recorder.events == [("+", "a1"), ("+", "a2"), ("sync", None), ("+", "a3")]
+    assert answered == [True]
+
+
 def test_an_event_that_cannot_be_sent_is_dropped_alone_from_its_run(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
