@@ -49,14 +49,17 @@ def via_at(fragment: Ref, route: Route) -> Callable[[tuple], Relayed]:
 
 class Sink:
     """Where a delivering relay (:func:`deliver`) puts its matches; ``out`` is what the relay's
-    ``route(captures)`` gave, and names what :meth:`add` holds until :meth:`remove`."""
+    ``route(captures)`` gave. :meth:`add` holds it and returns the key it is held by, which
+    the relay keeps for the match and gives :meth:`remove` when the match goes: a sink keyed
+    by ``exact_key(out)`` works the key out once per match, not on each side."""
 
-    def add(self, turn: Turn, out: Value) -> None:
-        """A match is asserted: hold ``out`` (once, however many times it is added)."""
+    def add(self, turn: Turn, out: Value) -> Value:
+        """A match is asserted: hold ``out`` (once, however many times it is added); return
+        the key it is held by."""
         raise NotImplementedError
 
-    def remove(self, turn: Turn, out: Value) -> None:
-        """One match that gave ``out`` is retracted."""
+    def remove(self, turn: Turn, key: Value) -> None:
+        """One match whose :meth:`add` returned ``key`` is retracted."""
         raise NotImplementedError
 
     def send(self, turn: Turn, out: Value) -> None:
@@ -84,7 +87,7 @@ class Deliveries(Sink):
         self.held: dict[tuple[Ref, Value], list] = {}
         """``(t, exact_key(x))`` → ``[askers, handle]`` (``[1]`` and ``[#t]`` are two)."""
 
-    def add(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
+    def add(self, turn: Turn, out: tuple[Ref, Value]) -> tuple[Ref, Value]:  # type: ignore[override]
         key = (out[0], exact_key(out[1]))
         entry = self.held.get(key)
         if entry is not None:
@@ -94,9 +97,9 @@ class Deliveries(Sink):
             turn.facet = self.facet
             self.held[key] = [1, turn.publish(observer_of(out[0]), out[1])]
             turn.facet = saved
+        return key
 
-    def remove(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
-        key = (out[0], exact_key(out[1]))
+    def remove(self, turn: Turn, key: tuple[Ref, Value]) -> None:  # type: ignore[override]
         entry = self.held[key]
         if entry[0] > 1:
             entry[0] -= 1
@@ -118,23 +121,23 @@ class _Delivering(MatchTaker):
     def __init__(self, sink: Sink, route: Callable[[tuple], Value | None]) -> None:
         self.sink = sink
         self.route = route
-        self.taken: dict[Value, Value] = {}  # what it made of each match, by the captures' key
+        self.taken: dict[Value, Value] = {}
+        """The captures' key of each match → the key the sink holds what it made by."""
 
     def matched(self, turn: Turn, captures: tuple, key: Value) -> None:
         out = self.route(captures)
         if out is not None:
-            self.sink.add(turn, out)
-            self.taken[key] = out
+            self.taken[key] = self.sink.add(turn, out)
 
     def unmatched(self, turn: Turn, key: Value) -> None:
-        out = self.taken.pop(key, None)
-        if out is not None:
-            self.sink.remove(turn, out)
+        held = self.taken.pop(key, None)
+        if held is not None:
+            self.sink.remove(turn, held)
 
     def unmatch_all(self, turn: Turn) -> None:
         """Its Observe went, or its facet stopped: give up everything it put into the sink."""
-        for out in self.taken.values():
-            self.sink.remove(turn, out)
+        for held in self.taken.values():
+            self.sink.remove(turn, held)
         self.taken.clear()
 
     def on_message(self, turn: Turn, captures: Value) -> None:

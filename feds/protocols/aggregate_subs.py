@@ -118,12 +118,13 @@ class _Wants(Sink):
         self.b = b
         self.wants: dict[Value, tuple[int, Facet]] = {}
 
-    def add(self, turn: Turn, pat: Value) -> None:
+    def add(self, turn: Turn, pat: Value) -> Value:
         entry = self.wants.get(pat)
         if entry is not None:
             self.wants[pat] = (entry[0] + 1, entry[1])
         else:
             self.wants[pat] = (1, turn.new_facet(lambda t: self._ask(t, pat)))
+        return pat
 
     def _ask(self, turn: Turn, pat: Value) -> None:
         a, b = self.a, self.b

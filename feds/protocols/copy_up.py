@@ -136,13 +136,14 @@ class _Offers(Sink):
         """This node's inbox at the parent while the uplink is up."""
         self.link: Facet | None = None
 
-    def add(self, turn: Turn, out: Value) -> None:
+    def add(self, turn: Turn, out: Value) -> Value:
         key = exact_key(out)
         entry = self.held.get(key)
         if entry is not None:
             entry[0] += 1
         else:
             self.held[key] = [1, self._up(turn, out), out]
+        return key
 
     def _up(self, turn: Turn, v: Value) -> Handle | None:
         if self.parent is None:
@@ -153,8 +154,7 @@ class _Offers(Sink):
         turn.facet = saved
         return handle
 
-    def remove(self, turn: Turn, out: Value) -> None:
-        key = exact_key(out)
+    def remove(self, turn: Turn, key: Value) -> None:
         entry = self.held[key]
         if entry[0] > 1:
             entry[0] -= 1
