@@ -42,6 +42,7 @@ TESTS = [
     "tests/test_routes.py",
     "tests/test_inline_steps.py",
     "tests/test_match_taker.py",
+    "tests/test_deliveries.py",
 ]
 """The fast tests that cover the protocol and sync code (and the routes that stand for it)."""
 TIMEOUT = 900
@@ -211,6 +212,28 @@ MUTANTS = [
         "    turn.on_stop(entity.unmatch_all)\n",
         "",
         "a delivery whose facet stops keeps in its sink what it made of its matches",
+    ),
+    Mutant(
+        "untracked-kept-on-crash",
+        "feds/protocols/__init__.py",
+        "        actor.exit_hooks.append(_withdraw_held)\n",
+        "",
+        "a crashed node's deliveries and offers, asserted untracked, stay at their targets",
+    ),
+    Mutant(
+        "offers-kept-when-the-uplink-goes",
+        "feds/protocols/copy_up.py",
+        "                turn.retract_untracked(self.parent, entry[1])  # type: ignore[arg-type]\n"
+        "                entry[1] = None\n",
+        "                entry[1] = None\n",
+        "copy-up's offers stay at the parent when the uplink goes",
+    ),
+    Mutant(
+        "deliveries-retracted-at-first-asker",
+        "feds/protocols/__init__.py",
+        "            entry[0] -= 1\n        else:\n            del self.held[key]\n",
+        "            entry[0] -= 1\n        if True:\n            self.held.pop(key, None)\n",
+        "a delivery two rules ask for goes when the first of them goes",
     ),
     Mutant(
         "taker-not-free-again",

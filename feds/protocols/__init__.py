@@ -8,10 +8,11 @@ neighbouring fragment does. Everything else (fragments, links, local access, syn
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from feds.actor import Facet, Handle, Ref, Turn
+from feds.actor import Actor, Handle, Ref, Turn
 from feds.dataspace import MatchTaker, observe
 from feds.reactive import PatternLike, Relayed, RelayEntity, pattern_value
 from feds.values import Record, Symbol, Value, exact_key
@@ -68,7 +69,43 @@ class Sink:
         raise NotImplementedError
 
 
-class Deliveries(Sink):
+class HoldsUntracked:
+    """What asserts at entities of other actors untracked
+    (:meth:`Turn.publish_untracked <feds.actor.Turn.publish_untracked>`), keeping the handles
+    itself, to spare the actor's three table entries per assertion: it retracts each itself
+    when it should go, also as the facets its askers live in stop. A crash runs no stop
+    actions, so each one is registered with :func:`hold_untracked`, and what it still holds
+    is withdrawn when its actor crashes, as the actor withdraws what it tracks."""
+
+    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
+        """Each ``(handle, target)`` asserted and not retracted yet."""
+        raise NotImplementedError
+
+
+_HOLDERS: weakref.WeakKeyDictionary[Actor, weakref.WeakSet[HoldsUntracked]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each actor's live :class:`HoldsUntracked`, for :func:`_withdraw_held`."""
+
+
+def hold_untracked(actor: Actor, holder: HoldsUntracked) -> None:
+    """Have what ``holder`` still holds withdrawn if ``actor`` crashes (held weakly)."""
+    holders = _HOLDERS.get(actor)
+    if holders is None:
+        holders = _HOLDERS[actor] = weakref.WeakSet()
+        actor.exit_hooks.append(_withdraw_held)
+    holders.add(holder)
+
+
+def _withdraw_held(actor: Actor) -> None:
+    """``actor`` exited (an exit hook): withdraw at their targets the assertions its holders
+    still hold, which only a crash leaves (it runs no stop actions)."""
+    held = [pair for holder in _HOLDERS.pop(actor, ()) for pair in holder.held_elsewhere()]
+    if held:
+        actor.scheduler.withdraw(held)
+
+
+class Deliveries(Sink, HoldsUntracked):
     """A fragment's deduplicated delivery: ``x`` at ``t`` once, however many rules ask for it.
 
     This is the seed's ``<at t x>`` ("every fragment delivers ``<at t x>`` as ``x`` at ``t``")
@@ -78,14 +115,18 @@ class Deliveries(Sink):
     messages and assertions take the same steps and keep their order. Used by the protocols in
     which nothing but the fragment's own delivery rule observes ``<at …>`` (copy-up and
     aggregate-subs; observer-flood's half-links mirror ``<at …>`` records, so it keeps them).
-    Deliveries are made in the node's root facet and go when their last asker goes; the final
-    target is :func:`observer_of` ``t``.
+    The final target is :func:`observer_of` ``t``.
+
+    A delivery goes when its last asker goes, and only then: the sink retracts it itself, so
+    it asserts untracked (:class:`HoldsUntracked`). Every asker is a delivering relay
+    (:func:`deliver`) that gives up its matches when its facet stops, so a stop leaves nothing
+    held.
     """
 
-    def __init__(self, facet: Facet) -> None:
-        self.facet = facet
+    def __init__(self, turn: Turn) -> None:
         self.held: dict[tuple[Ref, Value], list] = {}
-        """``(t, exact_key(x))`` → ``[askers, handle]`` (``[1]`` and ``[#t]`` are two)."""
+        """``(t, exact_key(x))`` → ``[askers, handle, target]`` (``[1]`` and ``[#t]`` are two)."""
+        hold_untracked(turn.actor, self)
 
     def add(self, turn: Turn, out: tuple[Ref, Value]) -> tuple[Ref, Value]:  # type: ignore[override]
         key = (out[0], exact_key(out[1]))
@@ -93,10 +134,8 @@ class Deliveries(Sink):
         if entry is not None:
             entry[0] += 1
         else:
-            saved = turn.facet
-            turn.facet = self.facet
-            self.held[key] = [1, turn.publish(observer_of(out[0]), out[1])]
-            turn.facet = saved
+            target = observer_of(out[0])
+            self.held[key] = [1, turn.publish_untracked(target, out[1]), target]
         return key
 
     def remove(self, turn: Turn, key: tuple[Ref, Value]) -> None:  # type: ignore[override]
@@ -105,10 +144,13 @@ class Deliveries(Sink):
             entry[0] -= 1
         else:
             del self.held[key]
-            turn.retract(entry[1])
+            turn.retract_untracked(entry[2], entry[1])
 
     def send(self, turn: Turn, out: tuple[Ref, Value]) -> None:  # type: ignore[override]
         turn.message(observer_of(out[0]), out[1])
+
+    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
+        return [(entry[1], entry[2]) for entry in self.held.values()]
 
 
 class _Delivering(MatchTaker):

@@ -65,12 +65,12 @@ class AggregateSubs(Protocol):
 
     def setup(self, turn: Turn, node: Node) -> None:
         f = node.fragment
-        at = Deliveries(turn.facet)
+        at = Deliveries(turn)
 
         def local_observer(t: Turn, pat: Value, e: Ref) -> None:
             t.publish(f, Record(SUB, (f, pat, f)))
             # One count per observation: a match held both here and elsewhere is one assertion.
-            sink = Deliveries(t.facet)
+            sink = Deliveries(t)
             deliver(t, f, rec_group(LOCAL, [pat]), sink, lambda vs: (e, vs))
             remote = rec_group(PUB, [DISCARD, lit(pat), bind()])
             deliver(t, f, remote, sink, lambda c: (e, c[0]))

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feds.actor import Facet, Handle, Ref, Turn
+from feds.actor import Handle, Ref, Turn
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Deliveries, Protocol, Sink, deliver
+from feds.protocols import Deliveries, HoldsUntracked, Protocol, Sink, deliver, hold_untracked
 from feds.reactive import during, relay_object
 from feds.values import Record, Symbol, Value, exact_key
 
@@ -72,16 +72,16 @@ class CopyUp(Protocol):
 
     def setup(self, turn: Turn, node: Node) -> None:
         F = node.fragment
-        at = Deliveries(turn.facet)
+        at = Deliveries(turn)
 
-        offers = self.offers[F] = _Offers()
+        offers = self.offers[F] = _Offers(turn)
         deliver(turn, F, rec_group(LINK, [DISCARD, bind()]), offers, _content)
 
         def distribute(t: Turn, pat: Value) -> None:
             d = relay_object(t, lambda x: (F, Record(FROM_UPLINK, (d, x))))
             subscription = observe(pat, d)
-            offers.add(t, subscription)
-            t.on_stop(lambda t: offers.remove(t, subscription))
+            offered = offers.add(t, subscription)
+            t.on_stop(lambda t: offers.remove(t, offered))
 
             def observer_of_pat(t: Turn, e: Ref) -> None:
                 deliver(t, F, rec_group(FROM_UPLINK, [lit(d), bind()]), at, lambda c: (e, c[0]))
@@ -116,7 +116,7 @@ def _content(c: tuple) -> Value | None:
     return None if _is_observe(c[0]) else c[0]
 
 
-class _Offers(Sink):
+class _Offers(Sink, HoldsUntracked):
     """The seed's ``<content v>``, kept as a count: what this fragment offers its parent.
 
     The seed asserts ``<content v>`` for each ``<link _ v>`` that is not an Observe and for each
@@ -126,15 +126,18 @@ class _Offers(Sink):
     (which makes it ``<link f v>`` there) in the turn of the rule that offered ``v`` (two turns
     sooner), or when the uplink comes up. A message is sent to the parent in that same turn, so
     it keeps its place behind the assertions before it.
+
+    An offer is asserted at the parent untracked (:class:`~feds.protocols.HoldsUntracked`):
+    retracted here when its last offer goes, or when the uplink goes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, turn: Turn) -> None:
         self.held: dict[Value, list] = {}
         """``exact_key(v)`` → ``[offers, handle at the parent or None, v]`` (type-exact: ``1``
         and ``#t`` are two offers)."""
         self.parent: Ref | None = None
         """This node's inbox at the parent while the uplink is up."""
-        self.link: Facet | None = None
+        hold_untracked(turn.actor, self)
 
     def add(self, turn: Turn, out: Value) -> Value:
         key = exact_key(out)
@@ -146,13 +149,7 @@ class _Offers(Sink):
         return key
 
     def _up(self, turn: Turn, v: Value) -> Handle | None:
-        if self.parent is None:
-            return None
-        saved = turn.facet
-        turn.facet = self.link  # type: ignore[assignment]
-        handle = turn.publish(self.parent, v)
-        turn.facet = saved
-        return handle
+        return None if self.parent is None else turn.publish_untracked(self.parent, v)
 
     def remove(self, turn: Turn, key: Value) -> None:
         entry = self.held[key]
@@ -161,7 +158,7 @@ class _Offers(Sink):
         else:
             del self.held[key]
             if entry[1] is not None:
-                turn.retract(entry[1])
+                turn.retract_untracked(self.parent, entry[1])  # type: ignore[arg-type]
 
     def send(self, turn: Turn, out: Value) -> None:
         if self.parent is not None:
@@ -171,12 +168,19 @@ class _Offers(Sink):
         """The uplink is up (in its facet), ``parent`` this node's inbox there: offer
         everything held."""
         self.parent = parent
-        self.link = turn.facet
         for entry in self.held.values():
             entry[1] = self._up(turn, entry[2])
         turn.on_stop(self._link_down)
 
     def _link_down(self, turn: Turn) -> None:
-        """The uplink's facet stops, retracting everything offered through it (a handle kept
-        from it is unknown from then on: retracting it again does nothing)."""
-        self.parent = self.link = None
+        """The uplink's facet stops: withdraw everything offered through it (offered again
+        when an uplink comes up)."""
+        for entry in self.held.values():
+            if entry[1] is not None:
+                turn.retract_untracked(self.parent, entry[1])  # type: ignore[arg-type]
+                entry[1] = None
+        self.parent = None
+
+    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
+        parent = self.parent
+        return [(entry[1], parent) for entry in self.held.values() if entry[1] is not None]  # type: ignore[misc]

@@ -1,0 +1,187 @@
+"""The sinks that assert untracked (:class:`~feds.protocols.HoldsUntracked`): a fragment's
+:class:`~feds.protocols.Deliveries` (``x`` at ``t`` once however many rules ask, withdrawn when
+the last asker goes or the askers' facet stops) and copy-up's offers to the parent (withdrawn
+when the uplink goes, offered again with the next); both withdrawn when their actor crashes,
+which the actor's own withdrawal of what it tracks does not cover."""
+
+from __future__ import annotations
+
+import gc
+
+from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
+from feds.dataspace import Dataspace
+from feds.pattern_forms import bind, rec_group
+from feds.protocols import Deliveries, deliver
+from feds.protocols.copy_up import _Offers
+from feds.values import Symbol, Value, record
+
+A = Symbol("a")
+B = Symbol("b")
+
+
+class _Recorder(Entity):
+    """The target, in an actor of its own: notes what it is shown."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+        self.live: dict[Handle, Value] = {}
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        self.events.append(("+", value))
+        self.live[handle] = value
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        self.events.append(("-", self.live.pop(handle)))
+
+
+class _Node:
+    """A node actor: a dataspace in its root facet, one Deliveries made in ``facet`` (a child
+    of the root), and relays delivering each ``<a $x>`` and ``<b $x>`` as ``x`` at the target,
+    made in that same facet."""
+
+    def __init__(self) -> None:
+        self.sched = Scheduler()
+        self.target = _Recorder()
+        client = self.sched.spawn(lambda _t: None, name="client")
+        self.sched.run_until_idle()
+        self.target_ref = Ref(client.root, self.target)
+        self.ds: Ref | None = None
+        self.facet: Facet | None = None
+
+        def boot(t: Turn) -> None:
+            self.ds = t.ref(Dataspace())
+
+            def askers(t2: Turn) -> None:
+                sink = Deliveries(t2)
+                for label in (A, B):
+                    deliver(t2, self.ds, rec_group(label, [bind()]), sink, self._route)
+
+            self.facet = t.new_facet(askers)
+
+        self.actor = self.sched.spawn(boot, name="node")
+        self.sched.run_until_idle()
+
+    def _route(self, captures: tuple) -> tuple[Ref, Value]:
+        return (self.target_ref, captures[0])
+
+    def act(self, action: TurnAction) -> None:
+        self.sched.enqueue(self.actor, self.actor.root, action)
+        self.sched.run_until_idle()
+
+    def publish(self, value: Value) -> Handle:
+        handles: list[Handle] = []
+        self.act(lambda t: handles.append(t.publish(self.ds, value)))
+        return handles[0]
+
+    def retract(self, handle: Handle) -> None:
+        self.act(lambda t: t.retract(handle))
+
+
+def test_two_askers_deliver_once_and_the_delivery_goes_with_the_last() -> None:
+    node = _Node()
+    first = node.publish(record(A, 1))
+    second = node.publish(record(B, 1))
+    assert node.target.events == [("+", 1)]
+    node.retract(first)
+    assert node.target.events == [("+", 1)]
+    node.retract(second)
+    assert node.target.events == [("+", 1), ("-", 1)]
+    assert not node.sched.crashes
+
+
+def test_the_askers_facet_stopping_withdraws_the_deliveries() -> None:
+    node = _Node()
+    node.publish(record(A, 1))
+    node.publish(record(B, 2))
+    node.act(lambda t: t.stop(node.facet))
+    assert sorted(node.target.events) == [("+", 1), ("+", 2), ("-", 1), ("-", 2)]
+    assert node.target.live == {}
+
+
+def test_a_crash_of_the_node_actor_withdraws_what_its_deliveries_hold() -> None:
+    node = _Node()
+    node.publish(record(A, 1))
+    node.publish(record(B, 1))
+    node.publish(record(B, 2))
+
+    def fail(turn: Turn) -> None:
+        raise RuntimeError("broken invariant")
+
+    node.act(fail)
+    assert node.sched.crashes
+    assert node.target.live == {}
+    assert sorted(node.target.events) == [("+", 1), ("+", 2), ("-", 1), ("-", 2)]
+
+
+def test_a_crash_after_the_askers_stopped_withdraws_nothing_twice() -> None:
+    node = _Node()
+    node.publish(record(A, 1))
+    node.act(lambda t: t.stop(node.facet))
+    gc.collect()  # the stopped facet's sink is gone, or holds nothing
+
+    def fail(turn: Turn) -> None:
+        raise RuntimeError("broken invariant")
+
+    node.act(fail)
+    assert node.target.events == [("+", 1), ("-", 1)]
+
+
+class _Uplink:
+    """copy-up's offers of one node (in a node actor) to a parent's inbox (the recorder, in an
+    actor of its own), offered through an uplink facet that can go and come back."""
+
+    def __init__(self) -> None:
+        self.sched = Scheduler()
+        self.parent = _Recorder()
+        other = self.sched.spawn(lambda _t: None, name="parent")
+        self.sched.run_until_idle()
+        self.parent_ref = Ref(other.root, self.parent)
+        self.offers: _Offers | None = None
+        self.link: Facet | None = None
+
+        def boot(t: Turn) -> None:
+            self.offers = _Offers(t)
+
+        self.actor = self.sched.spawn(boot, name="node")
+        self.sched.run_until_idle()
+
+    def act(self, action: TurnAction) -> Value:
+        out: list[Value] = []
+        self.sched.enqueue(self.actor, self.actor.root, lambda t: out.append(action(t)))
+        self.sched.run_until_idle()
+        return out[0]
+
+    def up(self) -> None:
+        def link(t: Turn) -> None:
+            self.link = t.new_facet(lambda t2: self.offers.link_up(t2, self.parent_ref))
+
+        self.act(link)
+
+
+def test_offers_go_with_the_uplink_and_come_back_with_the_next() -> None:
+    node = _Uplink()
+    one = node.act(lambda t: node.offers.add(t, 1))
+    node.up()
+    node.act(lambda t: node.offers.add(t, 2))
+    assert node.parent.events == [("+", 1), ("+", 2)]
+    node.act(lambda t: t.stop(node.link))
+    assert node.parent.live == {}
+    node.act(lambda t: node.offers.remove(t, one))  # gone while the uplink was down
+    node.up()
+    assert node.parent.events[-1] == ("+", 2)
+    assert sorted(node.parent.live.values()) == [2]
+    assert not node.sched.crashes
+
+
+def test_a_crash_of_the_node_actor_withdraws_its_offers_at_the_parent() -> None:
+    node = _Uplink()
+    node.up()
+    node.act(lambda t: node.offers.add(t, 1))
+
+    def fail(turn: Turn) -> None:
+        raise RuntimeError("broken invariant")
+
+    node.sched.enqueue(node.actor, node.actor.root, fail)
+    node.sched.run_until_idle()
+    assert node.sched.crashes
+    assert node.parent.events == [("+", 1), ("-", 1)]
