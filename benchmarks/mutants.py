@@ -42,7 +42,7 @@ TESTS = [
     "tests/test_routes.py",
     "tests/test_inline_steps.py",
     "tests/test_match_taker.py",
-    "tests/test_deliveries.py",
+    "tests/test_untracked_holders.py",
 ]
 """The fast tests that cover the protocol and sync code (and the routes that stand for it)."""
 TIMEOUT = 900
@@ -219,6 +219,28 @@ MUTANTS = [
         "        actor.exit_hooks.append(_withdraw_held)\n",
         "",
         "a crashed node's deliveries and offers, asserted untracked, stay at their targets",
+    ),
+    Mutant(
+        "relay-kept-on-crash",
+        "feds/reactive.py",
+        "    hold_untracked(turn.actor, entity)\n",
+        "",
+        "a crashed node's assertion relays keep what they asserted untracked at other actors",
+    ),
+    Mutant(
+        "dataspace-captures-kept-on-crash",
+        "feds/dataspace.py",
+        "            hold_untracked(turn.actor, self)\n",
+        "",
+        "a crashed node's dataspace keeps what it showed observers of other actors",
+    ),
+    Mutant(
+        "dataspace-stop-withdraws-inline-only",
+        "feds/dataspace.py",
+        "            observer.withdraw(turn)\n\n    def held_elsewhere",
+        "            if observer.inline:\n                observer.withdraw(turn)\n\n"
+        "    def held_elsewhere",
+        "a dataspace whose facet stops keeps what it showed observers of other actors",
     ),
     Mutant(
         "offers-kept-when-the-uplink-goes",

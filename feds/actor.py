@@ -566,6 +566,41 @@ class Turn:
             facet.parent.children.discard(facet)
 
 
+class HoldsUntracked:
+    """What asserts untracked (:meth:`Turn.publish_untracked`) at entities of other actors too,
+    keeping the handles itself, to spare the actor's three table entries per assertion: it
+    retracts each when it should go, also when the facets it works for stop. A crash runs no
+    stop actions, so each one is registered with :func:`hold_untracked`, and what it still
+    holds is withdrawn when its actor crashes, as the actor withdraws what it tracks."""
+
+    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
+        """Each ``(handle, target)`` asserted and not retracted yet."""
+        raise NotImplementedError
+
+
+_HOLDERS: weakref.WeakKeyDictionary[Actor, weakref.WeakSet[HoldsUntracked]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Each actor's live :class:`HoldsUntracked`, for :func:`_withdraw_held`."""
+
+
+def hold_untracked(actor: Actor, holder: HoldsUntracked) -> None:
+    """Have what ``holder`` still holds withdrawn if ``actor`` crashes (held weakly)."""
+    holders = _HOLDERS.get(actor)
+    if holders is None:
+        holders = _HOLDERS[actor] = weakref.WeakSet()
+        actor.exit_hooks.append(_withdraw_held)
+    holders.add(holder)
+
+
+def _withdraw_held(actor: Actor) -> None:
+    """``actor`` exited (an exit hook): withdraw at their targets the assertions its holders
+    still hold, which only a crash leaves (it runs no stop actions)."""
+    held = [pair for holder in _HOLDERS.pop(actor, ()) for pair in holder.held_elsewhere()]
+    if held:
+        actor.scheduler.withdraw(held)
+
+
 class _SyncReply(Entity):
     """The one-shot peer of :meth:`Turn.sync`: runs the callback when the answer arrives."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from feds.actor import Entity, Handle, Ref, Turn
+from feds.actor import Entity, Handle, HoldsUntracked, Ref, Turn, hold_untracked
 from feds.index import Index
 from feds.patterns import PatternError, compile_pattern
 from feds.values import Record, Symbol, Value, exact_key
@@ -80,8 +80,9 @@ class _Observer:
         self.ref = ref
         self.inline = inline
         """Whether the observer is a rule step of the dataspace's own actor: its captures are
-        then shown to it at once and untracked (:meth:`Turn.publish_inline`), withdrawn by the
-        dataspace itself when its facet stops."""
+        then shown to it at once (:meth:`Turn.publish_inline`); else they are published to it
+        untracked (:class:`~feds.actor.HoldsUntracked`). Either way the dataspace withdraws
+        them itself when its facet stops."""
         self.handles = handles  # the scheduler's (:attr:`Scheduler.handles`)
         self.published: dict[Value, Handle] = {}  # exact key of the captures -> handle
 
@@ -92,14 +93,14 @@ class _Observer:
                 handle = next(self.handles)
                 turn.publish_inline(self.ref, captures, handle)
             else:
-                handle = turn.publish(self.ref, captures)
+                handle = turn.publish_untracked(self.ref, captures)
             self.published[exact_key(captures) if key is None else key] = handle
         elif event == "-":
             handle = self.published.pop(exact_key(captures) if key is None else key)
             if self.inline:
                 turn.retract_inline(self.ref, handle)
             else:
-                turn.retract(handle)
+                turn.retract_untracked(self.ref, handle)
         else:
             turn.message(self.ref, captures)
 
@@ -110,7 +111,7 @@ class _Observer:
                 turn.retract_inline(ref, handle)
         else:
             for handle in self.published.values():
-                turn.retract(handle)
+                turn.retract_untracked(ref, handle)
         self.published.clear()
 
 
@@ -156,8 +157,10 @@ class _Taken:
             turn.facet = saved
 
 
-class Dataspace(Entity):
-    """A plain dataspace: assertions in, matches out to observers."""
+class Dataspace(Entity, HoldsUntracked):
+    """A plain dataspace: assertions in, matches out to observers (untracked: it withdraws
+    them itself when an Observe goes or its facet stops, and :meth:`held_elsewhere` says what
+    to withdraw if its actor crashes)."""
 
     prompt = True
     pure_messages = True  # a message only goes to the observers of its matches
@@ -174,8 +177,15 @@ class Dataspace(Entity):
         """The facet holding this dataspace stops: what the actor would withdraw of tracked
         captures, the dataspace withdraws of its untracked ones."""
         for _skeleton, observer, _copies in self.observers.values():
-            if observer.inline:
-                observer.withdraw(turn)
+            observer.withdraw(turn)
+
+    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
+        return [
+            (handle, observer.ref)
+            for _skeleton, observer, _copies in self.observers.values()
+            if observer.__class__ is _Observer and not observer.inline
+            for handle in observer.published.values()
+        ]
 
     def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
         self.turn = turn
@@ -198,8 +208,9 @@ class Dataspace(Entity):
             log.warning("Observe with an invalid pattern kept as a plain assertion: %s", exc)
             return
         inline = turn.is_inline_here(ref)
-        if inline and not self._stop_hooked:  # turn.facet: this dataspace's own
+        if not self._stop_hooked:  # turn.facet: this dataspace's own
             turn.on_stop(self._withdraw_untracked)
+            hold_untracked(turn.actor, self)
             self._stop_hooked = True
         entity = ref.entity
         observer: _Observer | _Taken

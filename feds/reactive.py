@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from feds.actor import Entity, Facet, Handle, Ref, Turn
+from feds.actor import Entity, Facet, Handle, HoldsUntracked, Ref, Turn, hold_untracked
 from feds.dataspace import observe
 from feds.syntax import parse_pattern
 from feds.values import Value
@@ -88,16 +88,16 @@ def on_message(turn: Turn, ds: Ref, pattern: PatternLike, fn: OnCaptures | None 
     return _install(turn, ds, pattern, _During(None, fn))
 
 
-class RelayEntity(Entity):
+class RelayEntity(Entity, HoldsUntracked):
     """An assertion relay's observer: maps each captures vector to an assertion elsewhere.
 
     Messages go through ``message_transform`` (by default the same ``transform``). A rule
     step: events from its own actor run inline (:attr:`feds.actor.Entity.inline`).
 
-    Made by :func:`relay` or :func:`relay_object`, it publishes an assertion into an entity of
-    its own actor (a node's fragment) untracked (:meth:`feds.actor.Turn.publish_untracked`):
-    it keeps that handle anyway, and withdraws what it holds when its facet stops
-    (:meth:`withdraw`, a stop action those register), as the actor would have. One made
+    Made by :func:`relay` or :func:`relay_object`, it publishes untracked
+    (:class:`~feds.actor.HoldsUntracked`): it keeps each handle anyway, and withdraws what it
+    holds when its facet stops (:meth:`withdraw`, a stop action those register), or what it
+    holds at other actors when its actor crashes, as the actor would have. One made
     otherwise has no such stop action, and lets the actor track everything.
     """
 
@@ -114,17 +114,18 @@ class RelayEntity(Entity):
         self.transform = transform
         self.message_transform = transform if message_transform is None else message_transform
         self.handles: dict[Handle, Handle] = {}
-        """Tracked: each captures handle → the handle of what it became in another actor."""
+        """Tracked: each captures handle → the handle of what it became."""
         self.local: dict[Handle, tuple[Ref, Handle]] = {}
-        """Untracked: each captures handle → the entity of this actor and the handle there."""
+        """Untracked: each captures handle → the entity it became an assertion at, and the
+        handle there."""
         self.withdraws = False
-        """Whether its facet's stop action withdraws what it asserted untracked."""
+        """Whether it asserts untracked: its facet's stop action withdraws what it holds."""
 
     def on_publish(self, turn: Turn, captures: Value, handle: Handle) -> None:
         out = self.transform(captures)
         if out is not None:
             target = out[0]
-            if self.withdraws and target.actor is turn.actor:
+            if self.withdraws:
                 self.local[handle] = (target, turn.publish_untracked(target, out[1]))
             else:
                 self.handles[handle] = turn.publish(target, out[1])
@@ -149,10 +150,14 @@ class RelayEntity(Entity):
             turn.retract_untracked(target, mine)
         self.local.clear()
 
+    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
+        return [(mine, target) for target, mine in self.local.values()]
+
 
 def _relay_entity(turn: Turn, entity: RelayEntity) -> Ref:
     """A ref to ``entity`` in the current facet, which withdraws it when the facet stops."""
     turn.on_stop(entity.withdraw)
+    hold_untracked(turn.actor, entity)
     entity.withdraws = True
     return turn.ref(entity)
 

@@ -8,11 +8,10 @@ neighbouring fragment does. Everything else (fragments, links, local access, syn
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from feds.actor import Actor, Handle, Ref, Turn
+from feds.actor import Handle, HoldsUntracked, Ref, Turn, hold_untracked
 from feds.dataspace import MatchTaker, observe
 from feds.reactive import PatternLike, Relayed, RelayEntity, pattern_value
 from feds.values import Record, Symbol, Value, exact_key
@@ -69,42 +68,6 @@ class Sink:
         raise NotImplementedError
 
 
-class HoldsUntracked:
-    """What asserts at entities of other actors untracked
-    (:meth:`Turn.publish_untracked <feds.actor.Turn.publish_untracked>`), keeping the handles
-    itself, to spare the actor's three table entries per assertion: it retracts each itself
-    when it should go, also as the facets its askers live in stop. A crash runs no stop
-    actions, so each one is registered with :func:`hold_untracked`, and what it still holds
-    is withdrawn when its actor crashes, as the actor withdraws what it tracks."""
-
-    def held_elsewhere(self) -> list[tuple[Handle, Ref]]:
-        """Each ``(handle, target)`` asserted and not retracted yet."""
-        raise NotImplementedError
-
-
-_HOLDERS: weakref.WeakKeyDictionary[Actor, weakref.WeakSet[HoldsUntracked]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Each actor's live :class:`HoldsUntracked`, for :func:`_withdraw_held`."""
-
-
-def hold_untracked(actor: Actor, holder: HoldsUntracked) -> None:
-    """Have what ``holder`` still holds withdrawn if ``actor`` crashes (held weakly)."""
-    holders = _HOLDERS.get(actor)
-    if holders is None:
-        holders = _HOLDERS[actor] = weakref.WeakSet()
-        actor.exit_hooks.append(_withdraw_held)
-    holders.add(holder)
-
-
-def _withdraw_held(actor: Actor) -> None:
-    """``actor`` exited (an exit hook): withdraw at their targets the assertions its holders
-    still hold, which only a crash leaves (it runs no stop actions)."""
-    held = [pair for holder in _HOLDERS.pop(actor, ()) for pair in holder.held_elsewhere()]
-    if held:
-        actor.scheduler.withdraw(held)
-
-
 class Deliveries(Sink, HoldsUntracked):
     """A fragment's deduplicated delivery: ``x`` at ``t`` once, however many rules ask for it.
 
@@ -118,7 +81,7 @@ class Deliveries(Sink, HoldsUntracked):
     The final target is :func:`observer_of` ``t``.
 
     A delivery goes when its last asker goes, and only then: the sink retracts it itself, so
-    it asserts untracked (:class:`HoldsUntracked`). Every asker is a delivering relay
+    it asserts untracked (:class:`~feds.actor.HoldsUntracked`). Every asker is a delivering relay
     (:func:`deliver`) that gives up its matches when its facet stops, so a stop leaves nothing
     held.
     """

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from feds.actor import Handle, Ref, Turn
+from feds.actor import Handle, HoldsUntracked, Ref, Turn, hold_untracked
 from feds.dataspace import OBSERVE, observe
 from feds.pattern_forms import DISCARD, bind, lit, rec_group
-from feds.protocols import Deliveries, HoldsUntracked, Protocol, Sink, deliver, hold_untracked
+from feds.protocols import Deliveries, Protocol, Sink, deliver
 from feds.reactive import during, relay_object
 from feds.values import Record, Symbol, Value, exact_key
 
@@ -127,7 +127,7 @@ class _Offers(Sink, HoldsUntracked):
     sooner), or when the uplink comes up. A message is sent to the parent in that same turn, so
     it keeps its place behind the assertions before it.
 
-    An offer is asserted at the parent untracked (:class:`~feds.protocols.HoldsUntracked`):
+    An offer is asserted at the parent untracked (:class:`~feds.actor.HoldsUntracked`):
     retracted here when its last offer goes, or when the uplink goes.
     """
 

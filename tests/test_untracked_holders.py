@@ -1,22 +1,25 @@
-"""The sinks that assert untracked (:class:`~feds.protocols.HoldsUntracked`): a fragment's
+"""What asserts untracked (:class:`~feds.actor.HoldsUntracked`): a fragment's
 :class:`~feds.protocols.Deliveries` (``x`` at ``t`` once however many rules ask, withdrawn when
 the last asker goes or the askers' facet stops) and copy-up's offers to the parent (withdrawn
-when the uplink goes, offered again with the next); both withdrawn when their actor crashes,
-which the actor's own withdrawal of what it tracks does not cover."""
+when the uplink goes, offered again with the next), assertion relays and a dataspace's
+captures for observers of other actors; all withdrawn when their actor crashes, which the
+actor's own withdrawal of what it tracks does not cover."""
 
 from __future__ import annotations
 
 import gc
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
-from feds.dataspace import Dataspace
+from feds.dataspace import Dataspace, observe
 from feds.pattern_forms import bind, rec_group
 from feds.protocols import Deliveries, deliver
 from feds.protocols.copy_up import _Offers
+from feds.reactive import pattern_value, relay
 from feds.values import Symbol, Value, record
 
 A = Symbol("a")
 B = Symbol("b")
+C = Symbol("c")
 
 
 class _Recorder(Entity):
@@ -185,3 +188,67 @@ def test_a_crash_of_the_node_actor_withdraws_its_offers_at_the_parent() -> None:
     node.sched.run_until_idle()
     assert node.sched.crashes
     assert node.parent.events == [("+", 1), ("-", 1)]
+
+
+def test_a_crash_withdraws_what_a_relay_asserted_at_another_actor() -> None:
+    """An assertion relay (:func:`~feds.reactive.relay`) asserts untracked at any target."""
+    node = _Node()
+    node.act(lambda t: relay(t, node.ds, rec_group(C, [bind()]), lambda c: (node.target_ref, c[0])))
+    kept = node.publish(record(C, 7))
+    node.retract(kept)
+    node.publish(record(C, 8))
+
+    def fail(turn: Turn) -> None:
+        raise RuntimeError("broken invariant")
+
+    node.act(fail)
+    assert node.sched.crashes
+    assert node.target.events == [
+        ("+", 7),
+        ("-", 7),
+        ("+", 8),
+        ("-", 8),
+    ]
+    assert node.target.live == {}
+
+
+def test_a_crash_withdraws_the_captures_a_dataspace_showed_another_actor() -> None:
+    """A dataspace publishes captures to an observer of another actor untracked."""
+    node = _Node()
+    pattern = pattern_value(rec_group(C, [bind()]))
+    node.act(lambda t: t.publish(node.ds, observe(pattern, node.target_ref)))
+    node.publish(record(C, 5))
+    assert node.target.events == [("+", (5,))]
+
+    def fail(turn: Turn) -> None:
+        raise RuntimeError("broken invariant")
+
+    node.act(fail)
+    assert node.sched.crashes
+    assert node.target.events == [("+", (5,)), ("-", (5,))]
+
+
+def test_a_dataspace_whose_facet_stops_withdraws_what_it_showed_another_actor() -> None:
+    sched = Scheduler()
+    target = _Recorder()
+    other = sched.spawn(lambda _t: None, name="observer")
+    sched.run_until_idle()
+    observer = Ref(other.root, target)
+    pattern = pattern_value(rec_group(C, [bind()]))
+    facets: list[Facet] = []
+
+    def boot(t: Turn) -> None:
+        def hold(t2: Turn) -> None:
+            ds = t2.ref(Dataspace())
+            t2.publish(ds, observe(pattern, observer))
+            t2.publish(ds, record(C, 5))
+
+        facets.append(t.new_facet(hold))
+
+    actor = sched.spawn(boot, name="node")
+    sched.run_until_idle()
+    assert target.events == [("+", (5,))]
+    sched.enqueue(actor, actor.root, lambda t: t.stop(facets[0]))
+    sched.run_until_idle()
+    assert target.events == [("+", (5,)), ("-", (5,))]
+    assert not sched.crashes
