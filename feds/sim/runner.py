@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from feds.actor import Handle, Scheduler, Turn
-from feds.dataspace import Dataspace
+from feds.dataspace import OBSERVE, Dataspace
 from feds.node import Node
 from feds.protocols import Protocol, make_protocol
 from feds.sim.bound import TopicBound, TreeMetric
@@ -43,7 +43,7 @@ from feds.sim.workload import (
     plan,
 )
 from feds.topology import Topology
-from feds.values import Value
+from feds.values import Record, Value
 
 __all__ = ["MeteredDataspace", "SimNode", "TransparencyError", "simulate"]
 
@@ -86,8 +86,8 @@ class MeteredDataspace(Dataspace):
         n = len(self.assertions)
         if n > self.peak_assertions:
             self.peak_assertions = n
-        if value in self.observers:
-            h = self.index.handler_count()
+        if value.__class__ is Record and value.label is OBSERVE and value in self.observers:
+            h = self.index.handler_count()  # (only an Observe adds handlers: no hash for others)
             if h > self.peak_handlers:
                 self.peak_handlers = h
 
