@@ -37,6 +37,13 @@ class _Recorder(Entity):
         self.events.append(("-", self.live.pop(handle)))
 
 
+def _elsewhere(sched: Scheduler, entity: Entity, name: str) -> Ref:
+    """A ref to ``entity`` in a new actor of its own."""
+    actor = sched.spawn(lambda _t: None, name=name)
+    sched.run_until_idle()
+    return Ref(actor.root, entity)
+
+
 class _Node:
     """A node actor: a dataspace in its root facet, one Deliveries made in ``facet`` (a child
     of the root), and relays delivering each ``<a $x>`` and ``<b $x>`` as ``x`` at the target,
@@ -45,9 +52,7 @@ class _Node:
     def __init__(self) -> None:
         self.sched = Scheduler()
         self.target = _Recorder()
-        client = self.sched.spawn(lambda _t: None, name="client")
-        self.sched.run_until_idle()
-        self.target_ref = Ref(client.root, self.target)
+        self.target_ref = _elsewhere(self.sched, self.target, "client")
         self.ds: Ref | None = None
         self.facet: Facet | None = None
 
@@ -136,9 +141,7 @@ class _Uplink:
     def __init__(self) -> None:
         self.sched = Scheduler()
         self.parent = _Recorder()
-        other = self.sched.spawn(lambda _t: None, name="parent")
-        self.sched.run_until_idle()
-        self.parent_ref = Ref(other.root, self.parent)
+        self.parent_ref = _elsewhere(self.sched, self.parent, "parent")
         self.offers: _Offers | None = None
         self.link: Facet | None = None
 
@@ -231,9 +234,7 @@ def test_a_crash_withdraws_the_captures_a_dataspace_showed_another_actor() -> No
 def test_a_dataspace_whose_facet_stops_withdraws_what_it_showed_another_actor() -> None:
     sched = Scheduler()
     target = _Recorder()
-    other = sched.spawn(lambda _t: None, name="observer")
-    sched.run_until_idle()
-    observer = Ref(other.root, target)
+    observer = _elsewhere(sched, target, "observer")
     pattern = pattern_value(rec_group(C, [bind()]))
     facets: list[Facet] = []
 
