@@ -374,13 +374,15 @@ class Turn:
         action), since the actor will not. An inline entity of this actor hears it at once,
         any other with the turn's other events. If the actor crashes, an entity of its own
         dies with it; for one of another actor, the caller must withdraw what it holds
-        (:meth:`Scheduler.withdraw`), as the actor's crash would have.
+        (:meth:`Scheduler.withdraw`), as the actor's crash would have: a
+        :class:`HoldsUntracked` registered with :func:`hold_untracked` has that done for it.
 
-        A dataspace shows the rule steps observing it their captures this way, an assertion
-        relay re-asserts into its own node's fragment this way, and a relay applies what the
-        far side asserts this way (each keeps the handles anyway): the actor's tables (a
-        tuple, an int and four table entries per handle) were a quarter of a node's handles
-        per assertion each."""
+        A dataspace shows its observers their captures this way, an assertion relay and a
+        protocol's deliveries and offers assert this way, and a relay applies what the far
+        side asserts this way (each keeps the handles anyway): the actor's tables (a tuple, an
+        int and four table entries per handle) were a quarter of a node's handles per
+        assertion each, and three of its table entries were 3-4 % of a crossing's
+        instructions."""
         handle = next(self.scheduler.handles)
         self._send(ref, PUBLISH, value, handle)
         return handle
