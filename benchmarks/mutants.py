@@ -221,6 +221,13 @@ MUTANTS = [
         "what a crashed node asserted untracked at other actors stays there",
     ),
     Mutant(
+        "relay-stop-keeps-assertions",
+        "feds/reactive.py",
+        "    turn.on_stop(entity.withdraw)\n",
+        "",
+        "an assertion relay whose facet stops keeps what it asserted untracked",
+    ),
+    Mutant(
         "relay-kept-on-crash",
         "feds/reactive.py",
         "    hold_untracked(turn.actor, entity)\n",

@@ -2,12 +2,13 @@
 :class:`~feds.protocols.Deliveries` (``x`` at ``t`` once however many rules ask, withdrawn when
 the last asker goes or the askers' facet stops) and copy-up's offers to the parent (withdrawn
 when the uplink goes, offered again with the next), assertion relays and a dataspace's
-captures for observers of other actors; all withdrawn when their actor crashes, which the
-actor's own withdrawal of what it tracks does not cover."""
+captures for observers of other actors (withdrawn when their facet stops); all withdrawn when
+their actor crashes, which the actor's own withdrawal of what it tracks does not cover."""
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 
 from feds.actor import Entity, Facet, Handle, Ref, Scheduler, Turn, TurnAction
 from feds.dataspace import Dataspace, observe
@@ -37,22 +38,41 @@ class _Recorder(Entity):
         self.events.append(("-", self.live.pop(handle)))
 
 
-def _elsewhere(sched: Scheduler, entity: Entity, name: str) -> Ref:
-    """A ref to ``entity`` in a new actor of its own."""
-    actor = sched.spawn(lambda _t: None, name=name)
-    sched.run_until_idle()
-    return Ref(actor.root, entity)
+class _World:
+    """A scheduler with a recorder in an actor of its own (the target of what a node asserts
+    elsewhere), and a node actor booted by ``boot``."""
+
+    def __init__(self, boot: TurnAction) -> None:
+        self.sched = Scheduler()
+        self.target = _Recorder()
+        elsewhere = self.sched.spawn(lambda _t: None, name="elsewhere")
+        self.sched.run_until_idle()
+        self.target_ref = Ref(elsewhere.root, self.target)
+        self.actor = self.sched.spawn(boot, name="node")
+        self.sched.run_until_idle()
+
+    def act(self, action: Callable[[Turn], Value]) -> Value:
+        """Run ``action`` in a turn of the node's root facet; what it returned (None if the
+        turn failed)."""
+        out: list[Value] = []
+        self.sched.enqueue(self.actor, self.actor.root, lambda t: out.append(action(t)))
+        self.sched.run_until_idle()
+        return out[0] if out else None
+
+    def crash(self) -> None:
+        def fail(turn: Turn) -> None:
+            raise RuntimeError("broken invariant")
+
+        self.act(fail)
+        assert self.sched.crashes
 
 
-class _Node:
+class _Node(_World):
     """A node actor: a dataspace in its root facet, one Deliveries made in ``facet`` (a child
     of the root), and relays delivering each ``<a $x>`` and ``<b $x>`` as ``x`` at the target,
     made in that same facet."""
 
     def __init__(self) -> None:
-        self.sched = Scheduler()
-        self.target = _Recorder()
-        self.target_ref = _elsewhere(self.sched, self.target, "client")
         self.ds: Ref | None = None
         self.facet: Facet | None = None
 
@@ -66,20 +86,13 @@ class _Node:
 
             self.facet = t.new_facet(askers)
 
-        self.actor = self.sched.spawn(boot, name="node")
-        self.sched.run_until_idle()
+        super().__init__(boot)
 
     def _route(self, captures: tuple) -> tuple[Ref, Value]:
         return (self.target_ref, captures[0])
 
-    def act(self, action: TurnAction) -> None:
-        self.sched.enqueue(self.actor, self.actor.root, action)
-        self.sched.run_until_idle()
-
     def publish(self, value: Value) -> Handle:
-        handles: list[Handle] = []
-        self.act(lambda t: handles.append(t.publish(self.ds, value)))
-        return handles[0]
+        return self.act(lambda t: t.publish(self.ds, value))  # type: ignore[return-value]
 
     def retract(self, handle: Handle) -> None:
         self.act(lambda t: t.retract(handle))
@@ -112,11 +125,7 @@ def test_a_crash_of_the_node_actor_withdraws_what_its_deliveries_hold() -> None:
     node.publish(record(B, 1))
     node.publish(record(B, 2))
 
-    def fail(turn: Turn) -> None:
-        raise RuntimeError("broken invariant")
-
-    node.act(fail)
-    assert node.sched.crashes
+    node.crash()
     assert node.target.live == {}
     assert sorted(node.target.events) == [("+", 1), ("+", 2), ("-", 1), ("-", 2)]
 
@@ -127,39 +136,26 @@ def test_a_crash_after_the_askers_stopped_withdraws_nothing_twice() -> None:
     node.act(lambda t: t.stop(node.facet))
     gc.collect()  # the stopped facet's sink is gone, or holds nothing
 
-    def fail(turn: Turn) -> None:
-        raise RuntimeError("broken invariant")
-
-    node.act(fail)
+    node.crash()
     assert node.target.events == [("+", 1), ("-", 1)]
 
 
-class _Uplink:
+class _Uplink(_World):
     """copy-up's offers of one node (in a node actor) to a parent's inbox (the recorder, in an
     actor of its own), offered through an uplink facet that can go and come back."""
 
     def __init__(self) -> None:
-        self.sched = Scheduler()
-        self.parent = _Recorder()
-        self.parent_ref = _elsewhere(self.sched, self.parent, "parent")
         self.offers: _Offers | None = None
         self.link: Facet | None = None
 
         def boot(t: Turn) -> None:
             self.offers = _Offers(t)
 
-        self.actor = self.sched.spawn(boot, name="node")
-        self.sched.run_until_idle()
-
-    def act(self, action: TurnAction) -> Value:
-        out: list[Value] = []
-        self.sched.enqueue(self.actor, self.actor.root, lambda t: out.append(action(t)))
-        self.sched.run_until_idle()
-        return out[0]
+        super().__init__(boot)
 
     def up(self) -> None:
         def link(t: Turn) -> None:
-            self.link = t.new_facet(lambda t2: self.offers.link_up(t2, self.parent_ref))
+            self.link = t.new_facet(lambda t2: self.offers.link_up(t2, self.target_ref))
 
         self.act(link)
 
@@ -169,13 +165,13 @@ def test_offers_go_with_the_uplink_and_come_back_with_the_next() -> None:
     one = node.act(lambda t: node.offers.add(t, 1))
     node.up()
     node.act(lambda t: node.offers.add(t, 2))
-    assert node.parent.events == [("+", 1), ("+", 2)]
+    assert node.target.events == [("+", 1), ("+", 2)]
     node.act(lambda t: t.stop(node.link))
-    assert node.parent.live == {}
+    assert node.target.live == {}
     node.act(lambda t: node.offers.remove(t, one))  # gone while the uplink was down
     node.up()
-    assert node.parent.events[-1] == ("+", 2)
-    assert sorted(node.parent.live.values()) == [2]
+    assert node.target.events[-1] == ("+", 2)
+    assert sorted(node.target.live.values()) == [2]
     assert not node.sched.crashes
 
 
@@ -184,13 +180,8 @@ def test_a_crash_of_the_node_actor_withdraws_its_offers_at_the_parent() -> None:
     node.up()
     node.act(lambda t: node.offers.add(t, 1))
 
-    def fail(turn: Turn) -> None:
-        raise RuntimeError("broken invariant")
-
-    node.sched.enqueue(node.actor, node.actor.root, fail)
-    node.sched.run_until_idle()
-    assert node.sched.crashes
-    assert node.parent.events == [("+", 1), ("-", 1)]
+    node.crash()
+    assert node.target.events == [("+", 1), ("-", 1)]
 
 
 def test_a_crash_withdraws_what_a_relay_asserted_at_another_actor() -> None:
@@ -201,11 +192,7 @@ def test_a_crash_withdraws_what_a_relay_asserted_at_another_actor() -> None:
     node.retract(kept)
     node.publish(record(C, 8))
 
-    def fail(turn: Turn) -> None:
-        raise RuntimeError("broken invariant")
-
-    node.act(fail)
-    assert node.sched.crashes
+    node.crash()
     assert node.target.events == [
         ("+", 7),
         ("-", 7),
@@ -223,33 +210,47 @@ def test_a_crash_withdraws_the_captures_a_dataspace_showed_another_actor() -> No
     node.publish(record(C, 5))
     assert node.target.events == [("+", (5,))]
 
-    def fail(turn: Turn) -> None:
-        raise RuntimeError("broken invariant")
-
-    node.act(fail)
-    assert node.sched.crashes
+    node.crash()
     assert node.target.events == [("+", (5,)), ("-", (5,))]
 
 
+class _Showing(_World):
+    """A node actor holding, in a child facet, a dataspace that shows ``<c $x>`` to the
+    target, and one ``<c 5>``."""
+
+    def __init__(self) -> None:
+        self.facet: Facet | None = None
+        pattern = pattern_value(rec_group(C, [bind()]))
+
+        def hold(t: Turn) -> None:
+            ds = t.ref(Dataspace())
+            t.publish(ds, observe(pattern, self.target_ref))
+            t.publish(ds, record(C, 5))
+
+        def boot(t: Turn) -> None:
+            self.facet = t.new_facet(hold)
+
+        super().__init__(boot)
+
+
 def test_a_dataspace_whose_facet_stops_withdraws_what_it_showed_another_actor() -> None:
-    sched = Scheduler()
-    target = _Recorder()
-    observer = _elsewhere(sched, target, "observer")
-    pattern = pattern_value(rec_group(C, [bind()]))
+    world = _Showing()
+    assert world.target.events == [("+", (5,))]
+    world.act(lambda t: t.stop(world.facet))
+    assert world.target.events == [("+", (5,)), ("-", (5,))]
+    assert not world.sched.crashes
+
+
+def test_a_relay_whose_facet_stops_withdraws_what_it_asserted_at_another_actor() -> None:
+    node = _Node()
     facets: list[Facet] = []
 
-    def boot(t: Turn) -> None:
-        def hold(t2: Turn) -> None:
-            ds = t2.ref(Dataspace())
-            t2.publish(ds, observe(pattern, observer))
-            t2.publish(ds, record(C, 5))
+    def install(t: Turn) -> None:
+        route = lambda c: (node.target_ref, c[0])  # noqa: E731
+        facets.append(t.new_facet(lambda t2: relay(t2, node.ds, rec_group(C, [bind()]), route)))
 
-        facets.append(t.new_facet(hold))
-
-    actor = sched.spawn(boot, name="node")
-    sched.run_until_idle()
-    assert target.events == [("+", (5,))]
-    sched.enqueue(actor, actor.root, lambda t: t.stop(facets[0]))
-    sched.run_until_idle()
-    assert target.events == [("+", (5,)), ("-", (5,))]
-    assert not sched.crashes
+    node.act(install)
+    node.publish(record(C, 3))
+    node.act(lambda t: t.stop(facets[0]))
+    assert node.target.events == [("+", 3), ("-", 3)]
+    assert not node.sched.crashes
