@@ -43,8 +43,11 @@ TESTS = [
     "tests/test_inline_steps.py",
     "tests/test_match_taker.py",
     "tests/test_untracked_holders.py",
+    "tests/test_relay.py",
+    "tests/test_relay_cache.py",
 ]
-"""The fast tests that cover the protocol and sync code (and the routes that stand for it)."""
+"""The fast tests that cover the protocol and sync code (and the routes that stand for it, and
+the relay that carries it)."""
 TIMEOUT = 900
 """Seconds one mutant's test run may take (a mutant that makes the overlay hang is killed)."""
 
@@ -332,6 +335,52 @@ MUTANTS = [
         "            self.node.federated_sync(turn, sender, lambda t: t.message(reply, True))\n",
         "            turn.message(reply, True)\n",
         "a node answers a neighbour's sync request at once, without a wave of its own",
+    ),
+    # -- a relay's runs of assertions ---------------------------------------------------------
+    Mutant(
+        "asserts-run-keeps-no-references",
+        "feds/relay.py",
+        "encode_all(items, limit, lambda: not lifted)",
+        "encode_all(items, limit)",
+        "a run of assertions that lifts references is encoded together, and none of them keeps"
+        " the references it mentions",
+    ),
+    Mutant(
+        "rejected-run-keeps-definitions",
+        "feds/codec.py",
+        "            and (accept is None or accept())\n        ):",
+        "        ):\n            if not (accept is None or accept()):\n"
+        "                self._defined.clear()\n                return None",
+        "a run its caller refuses (it lifted a reference) keeps the cache definitions it made,"
+        " which the far side never receives",
+    ),
+    Mutant(
+        "changes-packet-any-actor",
+        "feds/relay.py",
+        "chain(refs, map(_third, kept))))\n        if len(targets) != 1:",
+        "chain(refs, map(_third, kept))))\n        if len(targets) > 2:",
+        "a packet of changes for two actors is queued as one actor's batch",
+    ),
+    Mutant(
+        "changes-packet-late-retracted",
+        "feds/relay.py",
+        "None in kept or _DROPPED in kept or any(map(_second, kept))",
+        "None in kept or any(map(_second, kept))",
+        "a packet of changes retracting an assertion dropped as late takes the fast path",
+    ),
+    Mutant(
+        "changes-packet-handle-reused",
+        "feds/relay.py",
+        "            or not far.keys().isdisjoint(new)\n",
+        "",
+        "a packet of changes may assert a handle that is live",
+    ),
+    Mutant(
+        "changes-packet-no-handle-limit",
+        "feds/relay.py",
+        "            or len(far) + k > self.max_handles\n",
+        "",
+        "a packet of changes may take the far side past its live handles' bound",
     ),
     # -- message routes ---------------------------------------------------------------------
     Mutant(

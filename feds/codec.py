@@ -467,9 +467,13 @@ class Encoder(_StreamEnd):
             self._defined.clear()
         return data
 
-    def encode_all(self, values: list[Value], max_size: int) -> list[bytes] | None:
+    def encode_all(
+        self, values: list[Value], max_size: int, accept: Callable[[], bool] | None = None
+    ) -> list[bytes] | None:
         """The encodings :meth:`encode` would make of each of ``values`` in turn, each at most
-        ``max_size`` bytes long; None if one cannot be made, with the cache as it was before.
+        ``max_size`` bytes long; None if one cannot be made, or if ``accept`` (called once
+        they are made: a caller's check of what encoding them did, such as the references the
+        embedded hooks lifted) returns False, with the cache as it was before.
 
         One call for a run of values (a batch of events to send), so the Python work per value
         is msgpack's call and a length check. The run is all or nothing, its cache definitions
@@ -485,7 +489,11 @@ class Encoder(_StreamEnd):
             encodings = [pack(v) for v in values]
         except Exception:
             encodings = None
-        if encodings is not None and max(map(len, encodings), default=0) <= max_size:
+        if (
+            encodings is not None
+            and max(map(len, encodings), default=0) <= max_size
+            and (accept is None or accept())
+        ):
             if self._defined:
                 self._defined.clear()
             return encodings

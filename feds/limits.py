@@ -103,5 +103,12 @@ class HandleBudget:
         self.used += 1
         return True
 
+    def take_many(self, count: int) -> bool:
+        """Count ``count`` more assertions; False (and nothing counted) unless all of them fit."""
+        if self.used + count > self.limit:
+            return False
+        self.used += count
+        return True
+
     def give(self, count: int = 1) -> None:
         self.used -= count

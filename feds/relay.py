@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import Final
@@ -306,10 +307,11 @@ class _Proxy(Entity):
 _PROXY_ONLY: Final = frozenset((_Proxy,))
 _MESSAGES_ONLY: Final = frozenset((actors.MESSAGE,))
 _entity_class, _oid_of = attrgetter("entity.__class__"), attrgetter("entity.oid")
-_payload_of, _message_value = itemgetter(2), itemgetter(1)
 _entry_ref, _ref_actor = attrgetter("ref"), attrgetter("actor")
 _TUPLE_ONLY: Final = frozenset((tuple,))
 _INT_ONLY: Final = frozenset((int,))
+_ONE, _THREE = frozenset((1,)), frozenset((3,))  # the lengths of a bare retraction, assertion
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 """For :meth:`Relay.take` and :meth:`Relay._message_batches`, which scan a batch or a packet
 with them in C: a ref's entity's class, a proxy's oid, an event's payload, a bare message's
 value, a membrane entry's ref, a ref's actor."""
@@ -853,6 +855,12 @@ class Relay:
                 self._membrane.unheld = 0
                 self._queue_batches(batches, entries, True)
                 return
+            batches = self._change_batches(items)
+            if batches is not None:
+                self.stats.events_in += len(items)
+                self._membrane.unheld = 0
+                self._queue_batches(batches, entries, False)
+                return
         check = self._check_bare_event if self._bare else self._check_event
         self._take_ops([check(item) for item in items], entries, refs)
 
@@ -999,8 +1007,65 @@ class Relay:
         targets = set(map(_ref_actor, refs))
         if len(targets) != 1:
             return None
-        events = zip(repeat(actors.MESSAGE), refs, map(_message_value, items), repeat(None))
+        events = zip(repeat(actors.MESSAGE), refs, map(_second, items), repeat(None))
         return {targets.pop(): list(events)}
+
+    def _change_batches(self, items: tuple) -> dict[Actor, list[tuple]] | None:
+        """What :meth:`_check_bare_event` of each item and then :meth:`_apply_now` would do for
+        a packet of bare assertions followed by bare retractions (a run of changes, as a
+        sender's commit encodes it: adds before removes), worked out in C, with no Python
+        step per event: the same checks, the same bookkeeping (handle tables, local handles
+        in order, the node's budget) and the same batch queued. Only for assertions to live
+        oids of one actor that hold no reference (the caller checks that the packet has
+        none), each retraction of a handle asserted in this packet or of one whose
+        assertion was applied and holds no reference, all retracted at that one actor.
+        None, having done nothing, for any other packet: it takes the general path, which
+        also refuses what is wrong with it."""
+        if set(map(type, items)) != _TUPLE_ONLY:
+            return None
+        lengths = list(map(len, items))
+        k = lengths.count(3)
+        if set(lengths[:k]) - _THREE or set(lengths[k:]) - _ONE:
+            return None
+        adds, removes = items[:k], items[k:]
+        oids, handles = list(map(_first, adds)), list(map(_third, adds))
+        gone = list(map(_first, removes))
+        if not _INT_ONLY.issuperset(map(type, chain(oids, handles, gone))):
+            return None  # (a sync's #t, or a bool where an int belongs)
+        far, inbound = self._far_handles, self._inbound
+        new, old = set(handles), set(gone)
+        if (
+            len(new) != k
+            or len(old) != len(gone)
+            or (k and (min(handles) < 0 or max(handles) >= _MAX_ID))
+            or len(far) + k > self.max_handles
+            or not far.keys().isdisjoint(new)
+        ):
+            return None
+        old -= new  # retractions of assertions of earlier packets
+        kept = list(map(inbound.get, old))  # each (local handle, references held, target)
+        if None in kept or _DROPPED in kept or any(map(_second, kept)):
+            return None  # never asserted, dropped, or holding references: the general path
+        exported = list(map(self._membrane.exports.get, oids))
+        if None in exported:
+            return None
+        refs = list(map(_entry_ref, exported))
+        targets = set(map(_ref_actor, chain(refs, map(_third, kept))))
+        if len(targets) != 1:
+            return None
+        budget = self.budget
+        if budget is not None and not budget.take_many(k):
+            return None
+        locals_ = list(islice(self.scheduler.handles, k))
+        far.update(zip(handles, oids, strict=True))
+        inbound.update(zip(handles, zip(locals_, repeat(()), refs, strict=False), strict=True))
+        held = list(map(inbound.pop, gone))
+        deque(map(far.pop, gone), 0)
+        if budget is not None:
+            budget.give(len(gone))
+        events = list(zip(repeat(actors.PUBLISH), refs, map(_second, adds), locals_))
+        events += zip(repeat(actors.RETRACT), map(_third, held), repeat(None), map(_first, held))
+        return {targets.pop(): events}
 
     def _check_event(self, item: Value) -> tuple:
         """Validate one ``[oid event]`` against the handle table; return it as an operation."""
@@ -1262,17 +1327,29 @@ class Relay:
 
     def _send_asserts(self, run: list[tuple[int, Value, Handle]]) -> None:
         """:meth:`_send_assert` of each ``(oid, value, handle)`` of a batch taken at its
-        sender's commit (:meth:`take`), with one encoding call each and no other: each
-        assertion keeps the references it lifts (its own, released when it is retracted)."""
+        sender's commit (:meth:`take`). Each assertion keeps the references it lifts (its own,
+        released when it is retracted), so a run of several is encoded with one call only if
+        it lifts none (data, the stream's case: each then keeps nothing); otherwise, or if one
+        of them cannot be encoded, with one call each and no other, as :meth:`_send_messages`
+        does. (For a lone assertion, one call each is the cheaper.)"""
         if self.closed:
             return
         membrane, outbound, limit = self._membrane, self._outbound, self._event_limit
-        encode = self._encoder.encode
         bare = self._bare
-        encodings: list[bytes] = []
-        for oid, value, handle in run:
+        items = run if bare else [(oid, [_ASSERT_HEAD, v, handle]) for oid, v, handle in run]
+        if len(run) > 1:
             membrane.lifted = lifted = []
-            item = (oid, value, handle) if bare else (oid, [_ASSERT_HEAD, value, handle])
+            encodings = self._encoder.encode_all(items, limit, lambda: not lifted)
+            if encodings is not None:
+                keeps = zip(map(_first, run), repeat(()))
+                outbound.update(zip(map(_third, run), keeps, strict=False))
+                self._add_events(encodings)
+                return
+            membrane.release(lifted)
+        encode = self._encoder.encode
+        encodings = []
+        for (oid, _value, handle), item in zip(run, items, strict=True):
+            membrane.lifted = lifted = []
             try:
                 encodings.append(encode(item, max_size=limit))
             except CodecError as e:
@@ -1461,7 +1538,7 @@ class Relay:
         try:
             if n >= actors.SCAN_IN_C and _MESSAGES_ONLY.issuperset(map(actors.kind_of, batch)):
                 oids = map(_oid_of, map(actors.ref_of, batch))
-                self._send_messages(list(zip(oids, map(_payload_of, batch), strict=True)))
+                self._send_messages(list(zip(oids, map(_third, batch), strict=True)))
                 self._flush()
                 return True
             if n > 1:

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from feds import codec
 from feds.actor import SCAN_IN_C, Actor, Entity, Handle, Ref, Scheduler, Turn
 from feds.codec import DEFAULT_LIMITS, CodecError, Encoder, FrameDecoder, Limits, decode
+from feds.limits import HandleBudget
 from feds.relay import (
+    _DROPPED,
     BARE_EVENTS_VERSION,
     CLIENT,
     PEER,
@@ -403,6 +405,40 @@ def test_a_batch_of_assertions_holds_each_ones_references_until_it_is_retracted(
     assert link.recorder.live == {} and link.clean()
 
 
+def test_a_run_of_assertions_that_lift_no_reference_is_encoded_with_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Data assertions (the stream's case) are encoded together; a run that lifts a reference
+    is encoded again one assertion at a time, so that each keeps its own references."""
+    link = Link()
+    a = entity_ref(link.client_sched, Recorder(), "client-app")[1]
+    encoder = link.client._encoder
+    calls = {"encode": 0, "encode_all": 0}
+
+    def counting(name: str) -> Callable:
+        method = getattr(encoder, name)
+
+        def counted(*args: object, **kwargs: object) -> object:
+            calls[name] += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+    for name in calls:
+        monkeypatch.setattr(encoder, name, counting(name))
+    held: list[Handle] = []
+    actor = link.client_act(lambda t: held.extend(t.publish(link.proxy, i) for i in range(5)))
+    assert calls == {"encode": 0, "encode_all": 1}
+    assert sorted(link.recorder.live.values()) == list(range(5))
+    link.client_act(
+        lambda t: held.extend([t.publish(link.proxy, 5), t.publish(link.proxy, a)]), actor
+    )
+    assert calls == {"encode": 2, "encode_all": 2}
+    assert link.client.exported_oids() == {1}
+    link.client_act(lambda t: [t.retract(h) for h in held], actor)
+    assert link.recorder.live == {} and link.clean()
+
+
 def test_a_batch_keeps_its_order_across_runs_of_messages_and_assertions() -> None:
     link = Link()
 
@@ -473,7 +509,7 @@ def test_a_run_that_cannot_be_encoded_together_is_sent_event_by_event(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     link = Link()
-    monkeypatch.setattr(link.client._encoder, "encode_all", lambda values, max_size: None)
+    monkeypatch.setattr(link.client._encoder, "encode_all", lambda *args: None)
     held: list[Handle] = []
 
     def boot(t: Turn) -> None:
@@ -1289,5 +1325,120 @@ def test_a_packet_of_messages_is_applied_as_the_general_path_would(
             relay.receive(frames(turn(*events)))
             sched.run_until_idle()
         return rec.events, relay.close_reason, relay._sync_pins, relay.exported_oids()
+
+    assert run(fast=True) == run(fast=False)
+
+
+_HANDLE = st.one_of(*[st.integers(0, 50)] * 8, st.sampled_from([-1, 2**70, True, False, "x"]))
+_CHANGE_VALUE = st.one_of(
+    *[st.integers(0, 3)] * 12, st.builds(WireRef, st.just(0), st.integers(1, 3))
+)
+_CHANGE_OID = st.sampled_from([0, 0, 0, 0, 1, 2, 9, -1, True])
+_CHANGE_ADD = st.builds(lambda o, v, h: (o, v, h), _CHANGE_OID, _CHANGE_VALUE, _HANDLE)
+
+
+@st.composite
+def _change_run(draw: st.DrawFn) -> list[tuple]:
+    """Assertions of consecutive handles from a drawn one, then retractions (adds before
+    removes, as a sender's commit encodes them), now and then with an odd item among them."""
+    first = draw(st.integers(0, 40))
+    oid = draw(st.sampled_from([0, 0, 0, 0, 0, 1, 2, 9]))
+    values = draw(st.lists(_CHANGE_VALUE, max_size=2 * _LONG))
+    adds = [(oid, v, first + i) for i, v in enumerate(values)]
+    removes = [(h,) for h in draw(st.lists(st.integers(0, 60), unique=True, max_size=2 * _LONG))]
+    items = adds + removes
+    if draw(st.integers(0, 4)) == 0:
+        odd = draw(st.one_of(_CHANGE_ADD, st.builds(lambda h: (h,), _HANDLE), _BARE_ODD))
+        items.insert(draw(st.integers(0, len(items))), odd)
+    return items
+
+
+_CHANGE_PACKET = st.one_of(
+    *[_change_run()] * 6,
+    st.lists(st.one_of(_CHANGE_ADD, st.builds(lambda h: (h,), _HANDLE), _BARE_ODD), max_size=_LONG),
+)
+
+
+def _changes(adds: range, removes: range = range(0)) -> list[tuple]:
+    return [(0, h, h) for h in adds] + [(h,) for h in removes]
+
+
+@given(st.lists(_CHANGE_PACKET, min_size=1, max_size=5))
+@example([_changes(range(_LONG)), _changes(range(_LONG, 2 * _LONG), range(_LONG))])
+@example([_changes(range(8), range(8)) + _changes(range(8, 16))])  # not adds before removes
+@example([_changes(range(_LONG), [3, 3])])  # retracted twice in one packet
+@example([_changes(range(_LONG), [_LONG])])  # a handle never asserted
+@example([_changes(range(_LONG)), _changes(range(5, 5 + _LONG))])  # a handle reused while live
+@example([_changes([1] * _LONG)])  # a handle reused within the packet
+@example([_changes(range(30)), _changes(range(30, 30 + _LONG))])  # more than max_handles
+@example([_changes(range(30)), _changes(range(30, 40)), _changes(range(40, 56))])  # budget
+@example([[*_changes(range(_LONG)), (1, 0, 99)]])  # two actors
+@example([[*_changes(range(8)), (1, 0, 99), *_changes(range(8, 16))]])  # their events between
+@example([[(0, WireRef(0, 1), 20), *_changes(range(_LONG))]])  # a reference
+@example([[(0, WireRef(0, 1), 20)], _changes(range(_LONG), [20])])  # one retracted
+@example([[*_changes(range(2, _LONG + 1)), (0, 1, True)]])  # a sync's #t, not a handle
+@example([[(0, 0, -1), *_changes(range(1, _LONG))]])  # a negative handle
+@example([[(0, 0, 2**70), *_changes(range(1, _LONG))]])  # a handle too large
+@example([[(0, 0, 1.0), *_changes(range(2, _LONG + 1))]])  # a handle not an integer
+@example([[(9, 0, h) for h in range(_LONG)]])  # an oid never given
+@example([[(2, 0, 1)], _changes(range(2, 2 + _LONG), [1])])  # a late assertion's retraction
+@example([[(1, 0, 40)], _changes(range(_LONG), [40])])  # a retraction at another actor
+def test_a_packet_of_changes_is_applied_as_the_general_path_would(packets: list) -> None:
+    """The relay works a packet of bare assertions and retractions out in C
+    (``Relay._change_batches``); every packet, valid or not, must have exactly the effect the
+    event-by-event path gives it, in the events seen, the tables kept, the local handles
+    given and the node's budget: oid 0 and 1 are entities of two actors (their events in one
+    log), oid 2 one freed here (what it is sent is late); at most 45 live handles and a
+    node's budget of 100, or at most 100 and a budget of 44 shared with another connection
+    that holds 4."""
+    for max_handles, limit in ((45, 100), (100, 44)):
+        _changes_as_the_general_path_would(packets, max_handles, limit)
+
+
+class _Where(Recorder):
+    """A recorder that also notes which actor's turn showed it each change."""
+
+    def on_publish(self, turn: Turn, value: Value, handle: Handle) -> None:
+        super().on_publish(turn, value, handle)
+        self.events.append(("in", turn.actor.name))
+
+    def on_retract(self, turn: Turn, handle: Handle) -> None:
+        super().on_retract(turn, handle)
+        self.events.append(("in", turn.actor.name))
+
+
+def _changes_as_the_general_path_would(packets: list, max_handles: int, limit: int) -> None:
+    def run(fast: bool) -> tuple:
+        budget = HandleBudget(limit)
+        budget.take_many(4)
+        sched, relay, rec, _ = victim(max_handles=max_handles, budget=budget)
+        if not fast:
+            relay._change_batches = lambda items: None  # type: ignore[method-assign]
+        relay.receive(frames(HELLO4))
+        sched.run_until_idle()
+        other = _Where()
+        other.events = rec.events
+        membrane = relay._membrane
+        membrane.export(entity_ref(sched, other, "other")[1])  # oid 1
+        membrane.dirty.append(membrane.export(entity_ref(sched, Recorder(), "gone")[1]))
+        membrane.collect()  # oid 2, freed: what the far side sends it is dropped, as late
+        for events in packets:
+            relay.receive(frames(turn(*events)))
+            sched.run_until_idle()
+        inbound = {
+            h: held if held is _DROPPED else (held[0], len(held[1]))
+            for h, held in relay._inbound.items()
+        }
+        events = [(k, ("ref", v.entity.oid) if isinstance(v, Ref) else v) for k, v in rec.events]
+        return (
+            events,
+            relay.close_reason,
+            relay._far_handles,
+            inbound,
+            next(sched.handles),
+            budget.used,
+            relay.exported_oids(),
+            relay.imported_oids(),
+        )
 
     assert run(fast=True) == run(fast=False)

@@ -109,6 +109,25 @@ def test_a_dropped_event_leaves_no_definition_behind(caplog: pytest.LogCaptureFi
     assert caplog.text.count("dropped an outgoing message event") == 2
 
 
+def test_a_run_encoded_again_for_its_reference_leaves_no_definition_behind() -> None:
+    """A run of assertions that lifts a reference is encoded again one by one (each keeps its
+    own references): the definitions its first encoding made are forgotten, not kept twice."""
+    link = Link()
+    fresh = interned('<group <rec rerun> {0: <lit "x">}>')
+    a = entity_ref(link.client_sched, Recorder(), "client-app")[1]
+    held: list[Handle] = []
+    actor = link.client_act(
+        lambda t: held.extend([t.publish(link.proxy, (1, fresh)), t.publish(link.proxy, (2, a))])
+    )
+    link.client_act(lambda t: t.message(link.proxy, record("pub", fresh)))
+    assert not link.server.closed, link.server.close_reason
+    assert [v[0] for v in link.recorder.live.values()] == [1, 2]
+    assert link.recorder.events[-1][1] == record("pub", fresh)
+    assert link.recorder.events[-1][1].fields[0] is fresh
+    link.client_act(lambda t: [t.retract(h) for h in held], actor)
+    assert link.recorder.live == {} and link.clean()
+
+
 def test_a_version_1_peer_gets_no_cache() -> None:
     pattern = interned("<group <rec v1> {0: <bind <_>>}>")
     outputs = {}
