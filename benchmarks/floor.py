@@ -820,6 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, help="messages per floor run (100000)")
     parser.add_argument("--feds-messages", type=int, help="messages per feds run (20000)")
     parser.add_argument("--peer-messages", type=int, help="messages per peer run (100000)")
+    parser.add_argument("--changes", type=int, help="assert+retract pairs per feds run (5000)")
     parser.add_argument("--round-trips", type=int, help="ping-pongs per run (1000)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per phase")
     parser.add_argument(
@@ -836,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
     feds_params = Params(
         messages=args.feds_messages or (300 if quick else 20_000),
         peer_messages=args.peer_messages or (1_000 if quick else 100_000),
-        changes=100 if quick else 5_000,
+        changes=args.changes or (100 if quick else 5_000),
         round_trips=round_trips,
         window=None,
         timeout=args.timeout,
